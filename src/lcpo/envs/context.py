@@ -1,0 +1,110 @@
+"""Context declaration: which observation entries are the exogenous context z_t.
+
+Every ``lcpo`` environment appends its context to the observation and declares where it is with a
+:class:`ContextSpec` stored as ``env.unwrapped.context_spec``. OOD detectors read only these entries, so
+they work on any environment without knowing its layout (ARCHITECTURE.md, "Environment").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["ContextSpec", "get_context_spec"]
+
+
+@dataclass(frozen=True)
+class ContextSpec:
+    """Where the context lives inside an observation vector.
+
+    Attributes:
+        indices: observation indices (ints, ascending order not required) that hold context values. The
+            Mahalanobis detector uses all of them, in this order.
+        names: one name per index, e.g. ``("wind_x[t]", "wind_x[t-1]", ...)``.
+        groups: partition of ``indices`` into physical axes; each group holds the lags of one axis
+            (e.g. ``((3, 4, 5), (6, 7, 8))`` for the 3 lags of wind x and wind y). The L2 detector averages
+            each group into one value, giving a ``(len(groups),)`` summary per sample (spec: "average each
+            sample's 3 x-lags and 3 y-lags into a 2-D wind").
+        units: unit of the context values, e.g. ``"N m (trace units)"``.
+        bound: the absolute bound the environment enforces on raw context values (``inf`` if none).
+
+    Raises:
+        ValueError: if ``names`` and ``indices`` differ in length, an index repeats, or the groups do not
+            partition ``indices``.
+    """
+
+    indices: tuple[int, ...]
+    names: tuple[str, ...]
+    groups: tuple[tuple[int, ...], ...] = field(default=())
+    units: str = ""
+    bound: float = float("inf")
+
+    def __post_init__(self) -> None:
+        idx = tuple(int(i) for i in self.indices)
+        object.__setattr__(self, "indices", idx)
+        if len(self.names) != len(idx):
+            raise ValueError(f"ContextSpec: {len(self.names)} names for {len(idx)} indices")
+        if len(set(idx)) != len(idx):
+            raise ValueError(f"ContextSpec: repeated index in {idx}")
+        groups = tuple(tuple(int(i) for i in g) for g in self.groups) or tuple((i,) for i in idx)
+        flat = [i for g in groups for i in g]
+        if sorted(flat) != sorted(idx):
+            raise ValueError(f"ContextSpec: groups {groups} do not partition indices {idx}")
+        object.__setattr__(self, "groups", groups)
+
+    @property
+    def dim(self) -> int:
+        """Number of context entries in the observation."""
+        return len(self.indices)
+
+    def select(self, obs: np.ndarray) -> np.ndarray:
+        """Context entries of observations.
+
+        Args:
+            obs: ``(..., obs_dim)`` observations.
+
+        Returns:
+            ``(..., dim)`` array of the context entries, in ``indices`` order.
+        """
+        return np.asarray(obs)[..., list(self.indices)]
+
+    def summary(self, obs: np.ndarray) -> np.ndarray:
+        """Per-axis mean of each group's entries (one value per physical context axis).
+
+        Args:
+            obs: ``(..., obs_dim)`` observations.
+
+        Returns:
+            ``(..., len(groups))`` array.
+        """
+        obs = np.asarray(obs)
+        return np.stack([obs[..., list(g)].mean(axis=-1) for g in self.groups], axis=-1)
+
+    def to_dict(self) -> dict:
+        """JSON-friendly description (for ``lcpo envs list`` and run metadata)."""
+        return {
+            "indices": list(self.indices),
+            "names": list(self.names),
+            "groups": [list(g) for g in self.groups],
+            "units": self.units,
+            "bound": self.bound,
+        }
+
+
+def get_context_spec(env) -> ContextSpec:
+    """Return the :class:`ContextSpec` an environment declares.
+
+    Args:
+        env: a Gymnasium environment, possibly wrapped.
+
+    Raises:
+        AttributeError: if the environment declares no context (name of the env in the message).
+    """
+    spec = getattr(getattr(env, "unwrapped", env), "context_spec", None)
+    if spec is None:
+        raise AttributeError(
+            f"environment {getattr(env, 'spec', None) and env.spec.id or env!r} declares no context_spec; "
+            "lcpo detectors need to know which observation entries are context"
+        )
+    return spec
