@@ -1,0 +1,56 @@
+"""Registration of every ``lcpo/*`` environment id with Gymnasium.
+
+Importing :mod:`lcpo` (or :mod:`lcpo.envs`) registers the ids. Entry points are strings, so an environment's
+module (and heavy dependencies such as MuJoCo or numba) is imported only when that environment is made.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import gymnasium as gym
+
+__all__ = ["ENV_IDS", "register_envs", "make_env"]
+
+#: id -> entry point ("module:callable"). Each callable returns the fully wrapped environment.
+ENV_IDS: dict[str, str] = {
+    "lcpo/WindyPendulum-v0": "lcpo.envs.windy_pendulum:make_windy_pendulum",
+    "lcpo/WindyInvertedPendulum-v0": "lcpo.envs.mujoco.inverted_pendulum:make_windy_inverted_pendulum",
+    "lcpo/WindyInvertedDoublePendulum-v0":
+        "lcpo.envs.mujoco.inverted_double_pendulum:make_windy_inverted_double_pendulum",
+    "lcpo/WindyHopper-v0": "lcpo.envs.mujoco.hopper:make_windy_hopper",
+    "lcpo/WindyReacher-v0": "lcpo.envs.mujoco.reacher:make_windy_reacher",
+    "lcpo/TrapGrid-v0": "lcpo.envs.gridworld:make_trap_grid",
+    "lcpo/StragglerMitigation-v0": "lcpo.envs.straggler.env:make_straggler_env",
+    "lcpo/ContinuingChain-v0": "lcpo.envs.chain:make_continuing_chain",
+}
+
+
+def register_envs() -> None:
+    """Register all ids in :data:`ENV_IDS` (idempotent).
+
+    Time limits are handled inside each environment (``max_episode_steps`` argument, ``None`` for a
+    continuing task) so that they are part of the environment's checkpointable state; Gymnasium's
+    ``TimeLimit`` wrapper is therefore not used.
+    """
+    for env_id, entry in ENV_IDS.items():
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=entry, disable_env_checker=True)
+
+
+def make_env(env_id: str, **kwargs) -> gym.Env:
+    """``gymnasium.make`` with a clear error for unknown ids.
+
+    Args:
+        env_id: a registered id, e.g. ``"lcpo/WindyPendulum-v0"``.
+        **kwargs: passed to the environment (e.g. ``trace=...``).
+
+    Raises:
+        ValueError: for an unknown id; the message lists the closest known ids.
+    """
+    register_envs()
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(ENV_IDS) + list(gym.registry), n=3)
+        raise ValueError(f"unknown environment id {env_id!r}; did you mean one of {close}? "
+                         f"lcpo ids: {sorted(ENV_IDS)}")
+    return gym.make(env_id, **kwargs)
