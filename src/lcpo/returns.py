@@ -43,7 +43,8 @@ def gae(rewards, values, next_values, terminated, truncated, gamma: float, lam: 
         next_values: ``(T,)`` V(next_obs_t), the value of the real state reached (also at a truncation).
         terminated: ``(T,)`` bool, true if next_obs_t is a terminal state.
         truncated: ``(T,)`` bool, true if the episode was cut after step t (time limit, forced reset).
-        gamma: discount in [0, 1].
+        gamma: discount in [0, 1], a float or a ``(T,)`` array of per-step discounts (time-dependent
+            discounting, e.g. the straggler environment's ``0.81 ** elapsed_seconds``).
         lam: GAE lambda in [0, 1].
 
     Returns:
@@ -67,13 +68,19 @@ def gae(rewards, values, next_values, terminated, truncated, gamma: float, lam: 
     next_values = _as_float(next_values, "next_values", T)
     term = _as_flags(terminated, "terminated", T)
     trunc = _as_flags(truncated, "truncated", T)
-    if not (0.0 <= gamma <= 1.0 and 0.0 <= lam <= 1.0):
+    g = np.asarray(gamma, dtype=np.float64)
+    if g.ndim not in (0, 1) or (g.ndim == 1 and g.shape != (T,)):
+        raise ValueError(f"gamma must be a float or a ({T},) array, got shape {g.shape}")
+    if not (np.all((0.0 <= g) & (g <= 1.0)) and 0.0 <= lam <= 1.0):
         raise ValueError(f"gamma and lam must lie in [0, 1], got gamma={gamma}, lam={lam}")
+    gamma = g
     deltas = rewards + gamma * next_values * (~term) - values
-    carry = gamma * lam * ~(term | trunc)
-    adv = np.empty(T, dtype=np.float64)
+    carry = np.broadcast_to(gamma * lam * ~(term | trunc), (T,)).tolist()
+    d = deltas.tolist()
+    out = [0.0] * T
     acc = 0.0
     for t in range(T - 1, -1, -1):
-        acc = deltas[t] + carry[t] * acc
-        adv[t] = acc
+        acc = d[t] + carry[t] * acc
+        out[t] = acc
+    adv = np.array(out, dtype=np.float64)
     return adv, adv + values

@@ -29,9 +29,10 @@ ENV_IDS: dict[str, str] = {
 def register_envs() -> None:
     """Register all ids in :data:`ENV_IDS` (idempotent).
 
-    Time limits are handled inside each environment (``max_episode_steps`` argument, ``None`` for a
-    continuing task) so that they are part of the environment's checkpointable state; Gymnasium's
-    ``TimeLimit`` wrapper is therefore not used.
+    Time limits are handled inside each environment (``time_limit`` argument of the entry points, ``None``
+    for a continuing task) so that they are part of the environment's checkpointable state; Gymnasium's
+    ``TimeLimit`` wrapper is therefore not used (``gymnasium.make(..., max_episode_steps=N)`` still adds one;
+    :func:`make_env` translates ``max_episode_steps`` into ``time_limit`` instead).
     """
     for env_id, entry in ENV_IDS.items():
         if env_id not in gym.registry:
@@ -49,6 +50,8 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
         ValueError: for an unknown id; the message lists the closest known ids.
     """
     register_envs()
+    if "max_episode_steps" in kwargs and env_id in ENV_IDS:
+        kwargs["time_limit"] = kwargs.pop("max_episode_steps")
     if env_id not in gym.registry:
         close = difflib.get_close_matches(env_id, list(ENV_IDS) + list(gym.registry), n=3)
         raise ValueError(f"unknown environment id {env_id!r}; did you mean one of {close}? "

@@ -1,0 +1,268 @@
+"""The agent contract and the machinery every on-policy agent shares.
+
+Contract (docs/architecture.md, "Agents"): ``Agent(env, seed=0, **overrides)``; ``act(obs)``;
+``observe(transition) -> dict | None``; ``learn(total_steps, reset_condition=None, callback=None)``;
+``state_dict()`` / ``load_state_dict()``; ``save(path)`` / ``Agent.load(path, env)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from lcpo.checkpoint import atomic_write_json, load_state, save_state
+from lcpo.loop import OnlineLoop, Transition
+from lcpo.memory.rollout import RolloutBuffer
+from lcpo.nets import CategoricalPolicy, NumpyPolicy, ValueNet, action_shape_of
+
+__all__ = ["Agent", "OnPolicyAgent", "resolve_hyperparameters"]
+
+
+def resolve_hyperparameters(cls, base=None, overrides: dict | None = None):
+    """Build a frozen hyperparameter dataclass from ``base`` (or defaults) and ``overrides``.
+
+    Lists are converted to tuples for tuple-typed fields (e.g. ``hidden``) so JSON round trips work.
+
+    Raises:
+        ValueError: for an unknown field (the message names it and lists the valid ones) or a value of the
+            wrong type.
+    """
+    hp = base if base is not None else cls()
+    if not overrides:
+        return hp
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    clean = {}
+    for k, v in overrides.items():
+        if k not in fields:
+            raise ValueError(f"unknown hyperparameter {k!r} for {cls.__qualname__}; valid: {sorted(fields)}")
+        default = getattr(cls(), k)
+        if isinstance(default, tuple) and isinstance(v, list):
+            v = tuple(v)
+        if isinstance(default, bool) and not isinstance(v, bool):
+            raise ValueError(f"hyperparameter {k!r} must be a bool, got {v!r}")
+        if isinstance(default, (int, float)) and not isinstance(default, bool):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ValueError(f"hyperparameter {k!r} must be a number, got {v!r}")
+            v = type(default)(v) if not (isinstance(default, int) and isinstance(v, float) and not v.is_integer()) else v
+        clean[k] = v
+    return dataclasses.replace(hp, **clean)
+
+
+class Agent:
+    """Base class: spaces, seeding, the ``learn`` convenience, and persistence.
+
+    Subclasses define ``Hyperparameters`` (a frozen dataclass), ``act``, ``observe``, ``state_dict`` and
+    ``load_state_dict``.
+
+    Args:
+        env: the environment the agent acts in (used for its spaces and context declaration, and by ``learn``).
+        seed: run seed; spawns the agent's independent random generators and seeds network initialisation.
+        hparams: a ``Hyperparameters`` instance (defaults if None).
+        **overrides: hyperparameter fields to override.
+
+    Raises:
+        ValueError: for unknown hyperparameters; TypeError for unsupported spaces.
+    """
+
+    name: ClassVar[str] = "agent"
+    Hyperparameters: ClassVar[type]
+
+    def __init__(self, env: gym.Env, seed: int = 0, hparams=None, **overrides):
+        self.env = env
+        self.seed = int(seed)
+        self.hp = resolve_hyperparameters(self.Hyperparameters, hparams, overrides)
+        space = env.observation_space
+        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+            raise TypeError(f"{type(self).__name__} needs a 1-D Box observation space, got {space}")
+        self.obs_dim = int(space.shape[0])
+        self.action_dims, self.action_bins = action_shape_of(env.action_space)
+        self.scalar_action = isinstance(env.action_space, gym.spaces.Discrete)
+        seq = np.random.SeedSequence(self.seed)
+        self.rngs = {k: np.random.Generator(np.random.PCG64(s))
+                     for k, s in zip(("act", "buffer", "ood", "extra"), seq.spawn(4))}
+        self._loop: OnlineLoop | None = None
+
+    # -- the online loop -------------------------------------------------------------------------------
+    def learn(self, total_steps: int, reset_condition=None, callback=None) -> "Agent":
+        """Run the online loop for ``total_steps`` more environment steps; returns ``self``.
+
+        Args:
+            total_steps: number of environment steps (each experienced once).
+            reset_condition: ``"end"`` (default), ``"every:N"``, ``"never"``, a ``ResetAfterSteps``-like object
+                or a callable ``(agent, transition, env) -> bool`` (see :mod:`lcpo.loop`).
+            callback: optional ``(step, diagnostics) -> None`` called after every update.
+        """
+        if self._loop is None or reset_condition is not None:
+            self._loop = OnlineLoop(self.env, self, reset_condition, seed=self.seed, on_update=callback)
+        self._loop.run(self._loop.steps + int(total_steps))
+        return self
+
+    @property
+    def episodes(self) -> list[tuple]:
+        """Per-episode rows recorded by :meth:`learn` (see :data:`lcpo.loop.EPISODE_COLUMNS`)."""
+        return [] if self._loop is None else self._loop.episodes
+
+    # -- persistence -----------------------------------------------------------------------------------
+    def state_dict(self) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def load_state_dict(self, state: dict) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def save(self, path: str | Path) -> None:
+        """Save to ``path`` (a folder): ``agent.pt`` + ``agent.json`` (state) and ``meta.json``."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        save_state(path / "agent", self.state_dict())
+        atomic_write_json(path / "meta.json", {"agent": self.name, "class": type(self).__qualname__,
+                                               "seed": self.seed, "hyperparameters": dataclasses.asdict(self.hp)})
+
+    @classmethod
+    def load(cls, path: str | Path, env: gym.Env) -> "Agent":
+        """Rebuild an agent saved with :meth:`save` for ``env`` (weights loaded with ``weights_only=True``).
+
+        Raises:
+            FileNotFoundError: missing files; ValueError: the folder holds a different agent type.
+        """
+        path = Path(path)
+        meta = json.loads((path / "meta.json").read_text())
+        if meta["agent"] != cls.name:
+            raise ValueError(f"{path} holds a {meta['agent']!r} agent, not {cls.name!r}")
+        agent = cls(env, seed=meta["seed"], **meta["hyperparameters"])
+        agent.load_state_dict(load_state(path / "agent"))
+        return agent
+
+
+class OnPolicyAgent(Agent):
+    """Shared machinery of A2C-family agents: actor/critic networks, rollout batch, Gumbel-noise sampling.
+
+    Subclasses implement :meth:`update` (called when the rollout batch is full) and may extend
+    ``state_dict``/``load_state_dict``.
+    """
+
+    def __init__(self, env: gym.Env, seed: int = 0, hparams=None, **overrides):
+        super().__init__(env, seed, hparams, **overrides)
+        hp = self.hp
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            self.actor = CategoricalPolicy(self.obs_dim, self.action_dims, self.action_bins, hp.hidden)
+            self.critic = ValueNet(self.obs_dim, hp.hidden)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=hp.actor_lr, weight_decay=hp.weight_decay)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=hp.critic_lr, weight_decay=hp.weight_decay)
+        self.fast_actor = NumpyPolicy(self.actor)
+        self.rollout = RolloutBuffer(hp.rollout_steps, self.obs_dim, self.action_dims)
+        self._noise = np.zeros((0, self.action_dims * self.action_bins), dtype=np.float32)
+        self._noise_i = 0
+        self.updates = 0
+        self.steps = 0
+
+    # -- acting (hot path) -----------------------------------------------------------------------------
+    def _refill_noise(self) -> None:
+        n = max(self.hp.rollout_steps, 256)
+        self._noise = self.rngs["act"].gumbel(size=(n, self.action_dims * self.action_bins)).astype(np.float32)
+        self._noise_i = 0
+
+    def act(self, obs: np.ndarray, deterministic: bool = False):
+        """Sample an action for one observation ``(obs_dim,)``.
+
+        Returns:
+            ``(D,)`` int64 bin indices (an int64 scalar for a ``Discrete`` action space).
+        """
+        if deterministic:
+            a = self.fast_actor.greedy(obs)
+        else:
+            if self._noise_i >= self._noise.shape[0]:
+                self._refill_noise()
+            a = self.fast_actor.sample(obs, self._noise[self._noise_i])
+            self._noise_i += 1
+        return a[0] if self.scalar_action else a
+
+    def observe(self, tr: Transition) -> dict | None:
+        """Store a transition; update when the rollout batch is full.
+
+        Raises:
+            ValueError: on a non-finite reward or next observation (naming the value).
+        """
+        if not math.isfinite(tr.reward):
+            raise ValueError(f"non-finite reward {tr.reward} at agent step {self.steps}")
+        if not np.isfinite(tr.next_obs).all():
+            raise ValueError(f"non-finite next_obs {np.asarray(tr.next_obs).tolist()} at agent step {self.steps}")
+        info = tr.info
+        gamma = self.hp.gamma
+        mask = True
+        if info:
+            gamma = info.get("gamma", gamma)
+            mask = not info.get("forced", False)
+        self.rollout.add(tr.obs, tr.action, tr.reward, tr.next_obs, tr.terminated, tr.truncated, gamma, mask)
+        self.steps += 1
+        if self.rollout.full:
+            diag = self.update()
+            self.rollout.reset()
+            self.fast_actor.sync()
+            self.updates += 1
+            return diag
+        return None
+
+    def update(self) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # -- shared update pieces --------------------------------------------------------------------------
+    def _batch(self):
+        """Tensors of the full rollout batch and its GAE advantages / lambda-returns."""
+        from lcpo.returns import gae
+
+        b = self.rollout
+        n = b.ptr
+        obs = torch.from_numpy(b.obs[:n])
+        next_obs = torch.from_numpy(b.next_obs[:n])
+        with torch.no_grad():
+            v = self.critic(obs).double().numpy()
+            nv = self.critic(next_obs).double().numpy()
+        adv, ret = gae(b.rewards[:n], v, nv, b.terminated[:n], b.truncated[:n], b.gammas[:n], self.hp.gae_lambda)
+        return {
+            "obs": obs, "actions": torch.from_numpy(b.actions[:n]),
+            "adv": torch.from_numpy(adv.astype(np.float32)), "ret": torch.from_numpy(ret.astype(np.float32)),
+            "mask": torch.from_numpy(b.policy_mask[:n].astype(np.float32)),
+        }
+
+    def _critic_step(self, obs: torch.Tensor, ret: torch.Tensor) -> float:
+        loss = torch.nn.functional.mse_loss(self.critic(obs), ret)
+        self.critic_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.hp.max_grad_norm)
+        self.critic_opt.step()
+        return loss.item()
+
+    def _noise_state(self) -> dict:
+        return {"noise": self._noise.copy(), "noise_i": int(self._noise_i)}
+
+    def state_dict(self) -> dict:
+        """Networks, optimizers, rollout batch, RNG states, noise block and counters."""
+        return {
+            "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+            "actor_opt": self.actor_opt.state_dict(), "critic_opt": self.critic_opt.state_dict(),
+            "rollout": self.rollout.state_dict(),
+            "rngs": {k: g.bit_generator.state for k, g in self.rngs.items()},
+            **self._noise_state(), "updates": self.updates, "steps": self.steps,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` output exactly."""
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.actor_opt.load_state_dict(state["actor_opt"])
+        self.critic_opt.load_state_dict(state["critic_opt"])
+        self.rollout.load_state_dict(state["rollout"])
+        for k, s in state["rngs"].items():
+            self.rngs[k].bit_generator.state = s
+        self._noise = np.asarray(state["noise"], dtype=np.float32)
+        self._noise_i = int(state["noise_i"])
+        self.updates, self.steps = int(state["updates"]), int(state["steps"])
+        self.fast_actor.sync()

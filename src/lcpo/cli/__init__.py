@@ -1,0 +1,1 @@
+"""The ``lcpo`` command line: ``run``, ``traces``, ``envs``, ``agents``, ``sweep``, ``report``, ``figure``."""

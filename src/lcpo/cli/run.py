@@ -1,0 +1,104 @@
+"""``lcpo run``: one or more online runs of an agent on an environment, with a lifelong-return summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from lcpo.agents import AGENTS
+from lcpo.contexts import DEFAULT_TRACE
+
+__all__ = ["add_parser", "cmd_run", "parse_assignments", "DEFAULT_STEPS"]
+
+#: Steps of the bundled default run (`lcpo run` with no arguments): a few minutes on 2 cores.
+DEFAULT_STEPS = 500_000
+
+
+def parse_assignments(items: list[str] | None, what: str) -> dict:
+    """Parse ``KEY=VALUE`` strings; values are JSON when they parse as JSON, else strings.
+
+    Raises:
+        ValueError: for an item without ``=`` (names the item).
+    """
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"{what} {item!r} is not of the form KEY=VALUE")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k.strip()] = v
+    return out
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``run`` command."""
+    p = subparsers.add_parser(
+        "run", help="run agents online on an environment driven by a context trace",
+        description="Run one or more agents online (each interaction experienced once) and report their "
+                    "lifelong return (mean episodic return over the run). With no arguments: LCPO on the "
+                    f"windy Pendulum over the bundled real wind trace ({DEFAULT_TRACE}), {DEFAULT_STEPS:,} steps.")
+    p.add_argument("--env", default="lcpo/WindyPendulum-v0", help="environment id (see `lcpo envs list`)")
+    p.add_argument("--trace", default=DEFAULT_TRACE, help="trace name (see `lcpo traces list`) or .npy/.csv file")
+    p.add_argument("--trace-length", type=int, default=None, help="resample/cut the trace to this many steps")
+    p.add_argument("--agent", nargs="+", default=["lcpo"], metavar="NAME",
+                   help=f"agent(s) to run one after the other: {', '.join(sorted(AGENTS))}")
+    p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="environment steps per run")
+    p.add_argument("--seed", type=int, nargs="+", default=[0], help="seed(s)")
+    p.add_argument("--out", type=Path, default=Path("runs"),
+                   help="output folder; each run goes to OUT/<agent>-s<seed> (default: runs)")
+    p.add_argument("--reset", default="end", help="reset condition: end | every:N | never")
+    p.add_argument("--warmup", type=int, default=0, help="steps excluded from the lifelong return")
+    p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
+                   help="agent hyperparameter override (repeatable; see `lcpo agents show NAME`)")
+    p.add_argument("--env-arg", dest="env_kwargs", action="append", metavar="KEY=VALUE",
+                   help="environment argument (repeatable), e.g. continuing=true")
+    p.add_argument("--checkpoint-every", type=int, default=50_000, help="steps between checkpoints (0: none)")
+    p.add_argument("--resume", action="store_true", help="continue interrupted runs from their checkpoints")
+    p.add_argument("--tensorboard", action="store_true", help="write TensorBoard logs to OUT/<run>/tb")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_run)
+    return p
+
+
+def cmd_run(args) -> int:
+    """Execute ``lcpo run``; prints the lifelong return of every run (side by side for several agents)."""
+    from lcpo.run import RunConfig, execute
+
+    overrides = parse_assignments(args.overrides, "--set")
+    env_kwargs = parse_assignments(args.env_kwargs, "--env-arg")
+    results = []
+    for agent in args.agent:
+        for seed in args.seed:
+            cfg = RunConfig(env=args.env, trace=args.trace, trace_length=args.trace_length, agent=agent,
+                            steps=args.steps, seed=seed, overrides=overrides if len(args.agent) == 1 else
+                            _applicable(agent, overrides), env_kwargs=env_kwargs, warmup_steps=args.warmup,
+                            reset=args.reset, checkpoint_every=args.checkpoint_every,
+                            tensorboard=args.tensorboard)
+            out = args.out / f"{agent}-s{seed}"
+            if not args.resume and ((out / "summary.json").exists() or (out / "checkpoint").exists()):
+                raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
+            summary = execute(cfg, out, resume=args.resume, progress=not args.no_progress)
+            results.append((agent, seed, summary, out))
+            print(f"{agent} seed {seed}: lifelong return {_fmt(summary['lifelong_return'])} over "
+                  f"{summary['episodes']} episodes, {summary['steps_per_s']:.0f} steps/s -> {out}", file=sys.stderr)
+    print(f"{'agent':<10} {'seed':>4} {'lifelong return':>16} {'episodes':>9} {'steps/s':>9} {'constrained':>11}")
+    for agent, seed, s, _ in results:
+        print(f"{agent:<10} {seed:>4} {_fmt(s['lifelong_return']):>16} {s['episodes']:>9} "
+              f"{s['steps_per_s']:>9.0f} {s['constrained_fraction']:>11.2f}")
+    return 0
+
+
+def _applicable(agent: str, overrides: dict) -> dict:
+    """Overrides that the agent's hyperparameter dataclass knows (for multi-agent runs)."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(AGENTS[agent].Hyperparameters)}
+    return {k: v for k, v in overrides.items() if k in names}
+
+
+def _fmt(x) -> str:
+    return "n/a" if x is None else f"{x:.2f}"

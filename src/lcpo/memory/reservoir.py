@@ -1,0 +1,79 @@
+"""Reservoir buffer: a uniform sample of every state seen so far (Vitter's Algorithm R; paper Algorithm 2)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["ReservoirBuffer"]
+
+
+class ReservoirBuffer:
+    """Fixed-capacity uniform sample of a stream of observations.
+
+    After ``n`` items have been offered to a buffer of capacity ``k``, every item is held with probability
+    ``min(1, k / n)``: the first ``k`` items are stored; item ``i`` (0-based, ``i >= k``) replaces a uniformly
+    chosen slot ``j = U{0..i}`` when ``j < k`` (Algorithm R). Memory is constant: one preallocated array.
+
+    Args:
+        capacity: ``k``, number of observations kept (paper: 1% of the run, 200K or 80K).
+        obs_dim: observation size.
+        rng: ``numpy.random.Generator`` used for replacement draws.
+        dtype: storage dtype (float32).
+
+    Raises:
+        ValueError: on a non-positive capacity or an observation batch of the wrong shape.
+    """
+
+    def __init__(self, capacity: int, obs_dim: int, rng: np.random.Generator, dtype=np.float32):
+        if capacity < 1:
+            raise ValueError(f"reservoir capacity must be >= 1, got {capacity}")
+        self.capacity = int(capacity)
+        self.obs_dim = int(obs_dim)
+        self.rng = rng
+        self.data = np.zeros((self.capacity, self.obs_dim), dtype=dtype)
+        self.seen = 0
+
+    def __len__(self) -> int:
+        return min(self.seen, self.capacity)
+
+    def add_batch(self, obs: np.ndarray) -> None:
+        """Offer a batch ``(B, obs_dim)`` of observations, in stream order (equivalent to B single adds)."""
+        obs = np.asarray(obs)
+        if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
+            raise ValueError(f"reservoir expects (B, {self.obs_dim}) observations, got shape {obs.shape}")
+        B = obs.shape[0]
+        n0, k = self.seen, self.capacity
+        fill = max(0, min(B, k - n0))
+        if fill:
+            self.data[n0:n0 + fill] = obs[:fill]
+        if fill < B:
+            idx = np.arange(n0 + fill, n0 + B)  # global index i of each remaining item
+            j = self.rng.integers(0, idx + 1)   # U{0..i}
+            keep = j < k
+            if keep.any():
+                slots, src = j[keep], np.flatnonzero(keep) + fill
+                # a later item overwrites an earlier one in the same slot: keep the last occurrence
+                last_slots, first_rev = np.unique(slots[::-1], return_index=True)
+                self.data[last_slots] = obs[src[::-1][first_rev]]
+        self.seen = n0 + B
+
+    def sample_indices(self, count: int) -> np.ndarray:
+        """``min(count, len)`` distinct slot indices drawn uniformly without replacement."""
+        n = len(self)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        if count >= n:
+            return np.arange(n)
+        return self.rng.choice(n, size=count, replace=False)
+
+    def state_dict(self) -> dict:
+        """Arrays, counters and RNG state for an exact resume."""
+        return {"data": self.data[: len(self)].copy(), "seen": int(self.seen),
+                "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` output."""
+        data = np.asarray(state["data"])
+        self.seen = int(state["seen"])
+        self.data[: data.shape[0]] = data
+        self.rng.bit_generator.state = state["rng"]

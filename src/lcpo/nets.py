@@ -1,0 +1,153 @@
+"""Policy and value networks, and the NumPy mirror of the policy used on the per-step hot path.
+
+The paper's networks (Table 11): MLP (64, 64) ReLU; the actor outputs one softmax per action dimension
+(a product of categoricals over ``bins`` choices each); the critic outputs one value.
+
+Acting happens once per environment step, so it must not build an autograd graph nor allocate: after every
+update the agent copies the actor's weights into a :class:`NumpyPolicy`, which samples with preallocated
+buffers and pre-drawn Gumbel noise (Gumbel-max sampling: ``argmax(logits + G)`` is a draw from
+``softmax(logits)``).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["mlp", "CategoricalPolicy", "ValueNet", "NumpyPolicy", "action_shape_of"]
+
+
+def action_shape_of(space) -> tuple[int, int]:
+    """``(dims, bins)`` of a Discrete or MultiDiscrete action space (equal bins per dimension).
+
+    Raises:
+        TypeError: for other spaces, or a MultiDiscrete with unequal bins per dimension.
+    """
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Discrete):
+        if space.start != 0:
+            raise TypeError(f"Discrete action spaces must start at 0, got start={space.start}")
+        return 1, int(space.n)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        nvec = np.asarray(space.nvec).reshape(-1)
+        if not np.all(nvec == nvec[0]):
+            raise TypeError(f"MultiDiscrete with unequal bins per dimension is not supported: {nvec}")
+        return int(nvec.shape[0]), int(nvec[0])
+    raise TypeError(f"lcpo agents need a Discrete or MultiDiscrete action space (use DiscretizeActions), got {space}")
+
+
+def mlp(sizes: Sequence[int]) -> nn.Sequential:
+    """``Linear -> ReLU -> ... -> Linear`` with the given layer sizes (no activation after the last)."""
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class CategoricalPolicy(nn.Module):
+    """Product-of-categoricals policy: ``pi(a | s) = prod_d softmax(logits(s)[d])[a_d]``.
+
+    Args:
+        obs_dim: observation size.
+        dims: number of action dimensions ``D``.
+        bins: choices per dimension ``K``.
+        hidden: hidden layer sizes ((64, 64) in the paper).
+
+    Shapes:
+        ``forward(obs (B, obs_dim) float32) -> logits (B, D, K)``.
+    """
+
+    def __init__(self, obs_dim: int, dims: int, bins: int, hidden: Sequence[int] = (64, 64)):
+        super().__init__()
+        self.obs_dim, self.dims, self.bins = int(obs_dim), int(dims), int(bins)
+        self.body = mlp([self.obs_dim, *hidden, self.dims * self.bins])
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.body(obs).view(-1, self.dims, self.bins)
+
+    def log_probs(self, obs: torch.Tensor) -> torch.Tensor:
+        """``(B, D, K)`` log-probabilities of every choice."""
+        return torch.log_softmax(self.forward(obs), dim=-1)
+
+    @staticmethod
+    def log_prob_of(logp_all: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` log-probability of ``actions (B, D)`` int64 under ``logp_all (B, D, K)``."""
+        return logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1).sum(-1)
+
+    @staticmethod
+    def entropy_of(logp_all: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` entropy (nats), summed over action dimensions."""
+        return -(logp_all.exp() * logp_all).sum(dim=(-1, -2))
+
+    @staticmethod
+    def kl(logp_old: torch.Tensor, logp_new: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` KL(pi_old || pi_new), summed over action dimensions (nats)."""
+        return (logp_old.exp() * (logp_old - logp_new)).sum(dim=(-1, -2))
+
+
+class ValueNet(nn.Module):
+    """State-value network ``V(s)``: ``(B, obs_dim) -> (B,)``."""
+
+    def __init__(self, obs_dim: int, hidden: Sequence[int] = (64, 64)):
+        super().__init__()
+        self.body = mlp([int(obs_dim), *hidden, 1])
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.body(obs).squeeze(-1)
+
+
+class NumpyPolicy:
+    """Allocation-free NumPy forward pass and sampler mirroring a :class:`CategoricalPolicy`.
+
+    Call :meth:`sync` after every parameter change. :meth:`sample` costs a few microseconds.
+
+    Args:
+        policy: the torch policy to mirror (its ``body`` must be Linear/ReLU layers).
+    """
+
+    def __init__(self, policy: CategoricalPolicy):
+        self.dims, self.bins = policy.dims, policy.bins
+        self._linears = [m for m in policy.body if isinstance(m, nn.Linear)]
+        self.weights = [np.zeros((m.in_features, m.out_features), dtype=np.float32) for m in self._linears]
+        self.biases = [np.zeros(m.out_features, dtype=np.float32) for m in self._linears]
+        self._acts = [np.zeros(m.out_features, dtype=np.float32) for m in self._linears]
+        self._x = np.zeros(policy.obs_dim, dtype=np.float32)
+        self._scratch = np.zeros(self.dims * self.bins, dtype=np.float32)
+        self.sync()
+
+    def sync(self) -> None:
+        """Copy the torch weights into the NumPy arrays (in place)."""
+        with torch.no_grad():
+            for lin, w, b in zip(self._linears, self.weights, self.biases):
+                w[...] = lin.weight.detach().numpy().T
+                b[...] = lin.bias.detach().numpy()
+
+    def logits(self, obs: np.ndarray) -> np.ndarray:
+        """``(D, K)`` logits of one observation (a view of an internal buffer: copy it to keep it)."""
+        x = self._x
+        x[...] = obs
+        last = len(self.weights) - 1
+        for i, (w, b, out) in enumerate(zip(self.weights, self.biases, self._acts)):
+            np.dot(x, w, out=out)
+            out += b
+            if i < last:
+                np.maximum(out, 0.0, out=out)
+            x = out
+        return x.reshape(self.dims, self.bins)
+
+    def sample(self, obs: np.ndarray, gumbel: np.ndarray) -> np.ndarray:
+        """Draw an action ``(D,)`` int64 via Gumbel-max with pre-drawn noise ``gumbel (D * K,)`` float32."""
+        logits = self.logits(obs)
+        s = self._scratch
+        np.add(logits.reshape(-1), gumbel, out=s)
+        return s.reshape(self.dims, self.bins).argmax(axis=1)
+
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        """Most probable action ``(D,)`` int64."""
+        return self.logits(obs).argmax(axis=1)

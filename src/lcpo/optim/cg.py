@@ -1,0 +1,53 @@
+"""Conjugate gradient for symmetric positive-definite systems given only matrix-vector products."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+__all__ = ["conjugate_gradient"]
+
+
+def conjugate_gradient(matvec: Callable[[torch.Tensor], torch.Tensor], b: torch.Tensor, iters: int = 15,
+                       residual_tol: float = 1e-10) -> torch.Tensor:
+    """Approximately solve ``A x = b`` for SPD ``A`` (Hestenes & Stiefel 1952; TRPO appendix C).
+
+    Starts at ``x = 0`` and stops after ``iters`` iterations or when ``|r|^2 < residual_tol``. With
+    ``iters >= n`` it solves an ``n``-dimensional SPD system exactly up to rounding.
+
+    Args:
+        matvec: ``v (n,) -> A v (n,)``; ``A`` must be symmetric positive definite (LCPO/TRPO pass a damped
+            Fisher-vector product).
+        b: ``(n,)`` right-hand side (float32 or float64).
+        iters: maximum iterations (15 in the paper).
+        residual_tol: squared-residual tolerance for early exit.
+
+    Returns:
+        ``(n,)`` approximate solution, same dtype as ``b``.
+
+    Raises:
+        ValueError: if ``b`` is not 1-D, ``iters < 1``, or a non-finite value appears (e.g. ``A`` not SPD).
+    """
+    if b.dim() != 1:
+        raise ValueError(f"conjugate_gradient needs a 1-D right-hand side, got shape {tuple(b.shape)}")
+    if iters < 1:
+        raise ValueError(f"iters must be >= 1, got {iters}")
+    x = torch.zeros_like(b)
+    r = b.clone()
+    p = b.clone()
+    rr = torch.dot(r, r)
+    for _ in range(iters):
+        if rr.item() < residual_tol:
+            break
+        Ap = matvec(p)
+        pAp = torch.dot(p, Ap)
+        if not torch.isfinite(pAp) or pAp.item() <= 0:
+            raise ValueError(f"conjugate_gradient: p^T A p = {pAp.item()} (matrix not positive definite?)")
+        alpha = rr / pAp
+        x.add_(alpha * p)
+        r.sub_(alpha * Ap)
+        rr_new = torch.dot(r, r)
+        p.mul_(rr_new / rr).add_(r)
+        rr = rr_new
+    return x

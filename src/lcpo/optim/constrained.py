@@ -1,0 +1,99 @@
+"""The KL-constrained policy step shared by LCPO and TRPO (paper Algorithm 1; TRPO section 6 / appendix C).
+
+Given the gradient ``g`` of a surrogate loss to minimise and a damped Fisher-vector product ``A v`` on the
+states whose policy must barely move (LCPO: the OOD anchor states; TRPO: the batch itself), the step is
+
+1. ``x = CG(A, -g)``: the natural-gradient direction (conjugate gradient, 15 iterations);
+2. ``step = sqrt(2 c / x^T A x) * x``: scaled so the quadratic model of the KL equals ``c`` (``c_anchor``);
+3. backtracking line search over ``step * 0.5^i``, ``i = 0 .. max_backtracks - 1``: accept the first candidate
+   whose surrogate improves (actual improvement > 0 and at least ``accept_ratio`` of the linear prediction)
+   and whose KL on every constrained set is within its limit (LCPO: ``KL_anchor <= c_anchor`` and
+   ``KL_recent <= c_recent``); if none is accepted, the old parameters are restored bit for bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+from torch import nn
+
+from lcpo.optim.cg import conjugate_gradient
+from lcpo.optim.fisher import flat_params, set_flat_params
+
+__all__ = ["StepResult", "kl_constrained_step"]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Outcome of :func:`kl_constrained_step`.
+
+    Attributes:
+        accepted: the line search accepted a candidate (parameters changed).
+        backtracks: number of halvings before acceptance (``max_backtracks`` if rejected).
+        kls: the KL of each constrained set at the final parameters (nats, mean over states).
+        improvement: decrease of the surrogate loss at the final parameters (0 if rejected).
+        expected_improvement: the linear model's predicted decrease for the full step.
+    """
+
+    accepted: bool
+    backtracks: int
+    kls: tuple[float, ...]
+    improvement: float
+    expected_improvement: float
+
+
+def kl_constrained_step(module: nn.Module, grad: torch.Tensor, fvp: Callable[[torch.Tensor], torch.Tensor],
+                        loss_fn: Callable[[], torch.Tensor],
+                        kl_fns: Sequence[Callable[[], torch.Tensor]], kl_limits: Sequence[float],
+                        scale_kl: float, cg_iters: int = 15, max_backtracks: int = 10,
+                        accept_ratio: float = 0.1) -> StepResult:
+    """Take one KL-constrained natural-gradient step on ``module`` in place.
+
+    Args:
+        module: the policy whose parameters move.
+        grad: ``(n,)`` gradient of the surrogate loss (to minimise) at the current parameters.
+        fvp: damped Fisher-vector product on the constraining states (``(n,) -> (n,)``).
+        loss_fn: evaluates the surrogate loss at the current parameters (called under ``no_grad``).
+        kl_fns: each evaluates a mean KL(pi_old || pi_current) (nats) at the current parameters.
+        kl_limits: the limit of each KL (``c_anchor``, ``c_recent``).
+        scale_kl: the KL the full step is scaled to (``c_anchor`` for LCPO, ``max_kl`` for TRPO).
+        cg_iters: conjugate-gradient iterations.
+        max_backtracks: line-search halvings.
+        accept_ratio: minimal actual / expected improvement.
+
+    Returns:
+        A :class:`StepResult`. On rejection the parameters are bit-identical to the input's.
+
+    Raises:
+        ValueError: on mismatched ``kl_fns``/``kl_limits``, a non-finite gradient, or CG failure.
+    """
+    if len(kl_fns) != len(kl_limits):
+        raise ValueError(f"{len(kl_fns)} KL functions for {len(kl_limits)} limits")
+    if not torch.all(torch.isfinite(grad)):
+        raise ValueError("kl_constrained_step: non-finite policy gradient")
+    old = flat_params(module)
+    with torch.no_grad():
+        loss_old = float(loss_fn())
+        kls_old = tuple(float(f()) for f in kl_fns)
+    x = conjugate_gradient(fvp, -grad, iters=cg_iters)
+    shs = float(torch.dot(x, fvp(x)))
+    if not (shs > 0.0) or not torch.all(torch.isfinite(x)):
+        return StepResult(False, max_backtracks, kls_old, 0.0, 0.0)
+    step = x * (2.0 * scale_kl / shs) ** 0.5
+    expected = float(-torch.dot(grad, step))
+    if not expected > 0.0:
+        return StepResult(False, max_backtracks, kls_old, 0.0, expected)
+    frac = 1.0
+    with torch.no_grad():
+        for i in range(max_backtracks):
+            set_flat_params(module, old + frac * step)
+            improvement = loss_old - float(loss_fn())
+            kls = tuple(float(f()) for f in kl_fns)
+            if (improvement > 0.0 and improvement / (expected * frac) > accept_ratio
+                    and all(k <= lim for k, lim in zip(kls, kl_limits))):
+                return StepResult(True, i, kls, improvement, expected)
+            frac *= 0.5
+        set_flat_params(module, old)
+    return StepResult(False, max_backtracks, kls_old, 0.0, expected)

@@ -1,0 +1,135 @@
+"""Run metrics: per-episode rows, aggregated training diagnostics, optional TensorBoard, and the summary.
+
+Metric keys are namespaced (``rollout/episode_return``, ``train/kl_anchor``, ``train/line_search_ok``,
+``ood/fraction``, ``time/steps_per_s``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+
+from lcpo.checkpoint import atomic_write_text
+from lcpo.loop import EPISODE_COLUMNS
+
+__all__ = ["RunLog", "lifelong_return"]
+
+
+def lifelong_return(episodes: list[tuple], warmup_steps: int = 0) -> float:
+    """Mean episodic return over the run (the paper's score), dropping episodes that end within the warm-up.
+
+    Args:
+        episodes: rows ``(episode, end_step, return, length, ...)``.
+        warmup_steps: episodes whose end step is ``<= warmup_steps`` are excluded.
+
+    Returns:
+        The mean return, or NaN if no episode ended after the warm-up.
+    """
+    rets = [r[2] for r in episodes if r[1] > warmup_steps]
+    return float(np.mean(rets)) if rets else math.nan
+
+
+class RunLog:
+    """Collects training diagnostics and writes ``episodes.csv`` / ``diagnostics.csv``.
+
+    Diagnostics of each update are summed into a window of ``every`` environment steps; each closed window
+    becomes one row of means (columns = the union of keys seen, in first-seen order).
+
+    Args:
+        out_dir: run folder.
+        context_names: names of the per-episode context-mean columns (e.g. ``("wind_x", "wind_y")``).
+        every: diagnostics window in environment steps.
+        tensorboard: also write TensorBoard event files under ``out_dir/tb``.
+    """
+
+    def __init__(self, out_dir: str | Path, context_names=(), every: int = 10_000, tensorboard: bool = False):
+        self.out_dir = Path(out_dir)
+        self.context_names = tuple(context_names)
+        self.every = int(every)
+        self.rows: list[dict] = []
+        self._sum: dict[str, float] = {}
+        self._count = 0
+        self._window_end = self.every
+        self.totals: dict[str, float] = {}
+        self.updates = 0
+        self._tb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(str(self.out_dir / "tb"))
+
+    def on_update(self, step: int, diag: dict) -> None:
+        """Record one update's diagnostics at global step ``step``."""
+        while step > self._window_end:
+            self._close_window()
+        for k, v in diag.items():
+            self._sum[k] = self._sum.get(k, 0.0) + v
+            self.totals[k] = self.totals.get(k, 0.0) + v
+        self._count += 1
+        self.updates += 1
+        if self._tb is not None:
+            for k, v in diag.items():
+                self._tb.add_scalar(k, v, step)
+
+    def on_episode(self, row: tuple) -> None:
+        """Record a finished episode (only TensorBoard needs it; rows live in the loop)."""
+        if self._tb is not None:
+            self._tb.add_scalar("rollout/episode_return", row[2], row[1])
+            for name, v in zip(self.context_names, row[4:]):
+                self._tb.add_scalar(f"context/{name}", v, row[1])
+
+    def _close_window(self) -> None:
+        if self._count:
+            row = {"step": self._window_end, "updates": self._count}
+            row.update({k: v / self._count for k, v in self._sum.items()})
+            self.rows.append(row)
+        self._sum, self._count = {}, 0
+        self._window_end += self.every
+
+    def mean(self, key: str) -> float:
+        """Mean of a diagnostic over all updates (0 when never reported)."""
+        return self.totals.get(key, 0.0) / self.updates if self.updates else 0.0
+
+    def write(self, episodes: list[tuple], final: bool = False) -> None:
+        """Write ``episodes.csv`` and ``diagnostics.csv`` atomically (``final`` flushes the open window)."""
+        if final:
+            self._close_window()
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        ncols = max((len(r) for r in episodes), default=4)
+        ctx_cols = [f"context_mean_{n}" for n in self.context_names][: max(0, ncols - 4)]
+        ctx_cols += [f"context_mean_{i}" for i in range(len(ctx_cols), ncols - 4)]
+        w.writerow(list(EPISODE_COLUMNS) + ctx_cols)
+        w.writerows(episodes)
+        atomic_write_text(self.out_dir / "episodes.csv", buf.getvalue())
+        keys: list[str] = []
+        for r in self.rows:
+            keys += [k for k in r if k not in keys]
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+        w.writeheader()
+        w.writerows(self.rows)
+        atomic_write_text(self.out_dir / "diagnostics.csv", buf.getvalue())
+        if self._tb is not None:
+            self._tb.flush()
+
+    def close(self) -> None:
+        """Close TensorBoard files."""
+        if self._tb is not None:
+            self._tb.close()
+
+    def state_dict(self) -> dict:
+        """Window sums, rows and totals (for an exact resume)."""
+        return {"rows": self.rows, "sum": self._sum, "count": self._count, "window_end": self._window_end,
+                "totals": self.totals, "updates": self.updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` output."""
+        self.rows = [dict(r) for r in state["rows"]]
+        self._sum, self._count = dict(state["sum"]), int(state["count"])
+        self._window_end = int(state["window_end"])
+        self.totals, self.updates = dict(state["totals"]), int(state["updates"])

@@ -1,0 +1,85 @@
+"""The `traces` command: list, make, plot."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from lcpo.cli import traces as cli
+from lcpo.contexts import TRACE_NAMES, load_trace, resolve_trace, save_trace
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_list_prints_every_name_with_description(capsys):
+    assert cli.main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(TRACE_NAMES)
+    for line, (name, description) in zip(lines, TRACE_NAMES.items()):
+        assert line.split()[0] == name and line.endswith(description)
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".csv"])
+def test_make_writes_the_resolved_trace(tmp_path, capsys, suffix):
+    out = tmp_path / f"w3{suffix}"
+    assert cli.main(["make", "wind-3", "--length", "2000", "--seed", "5", "--out", str(out)]) == 0
+    assert str(out) in capsys.readouterr().out
+    loaded = load_trace(out)
+    np.testing.assert_array_equal(loaded.values, resolve_trace("wind-3", length=2000, seed=5).values)
+    assert loaded.name == "wind-3" and loaded.metadata["seed"] == 5
+    assert (tmp_path / f"w3{suffix}.json").exists()
+
+
+def test_make_unknown_name_fails_with_message(tmp_path, capsys):
+    assert cli.main(["make", "wnd-2", "--out", str(tmp_path / "x.npy")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown trace name 'wnd-2'" in err and "wind-2" in err
+    assert not (tmp_path / "x.npy").exists()
+
+
+@pytest.mark.parametrize("argv", [["make", "wind-1", "--length", "0", "--out", "x.npy"],
+                                  ["make", "wind-1", "--length", "ten", "--out", "x.npy"],
+                                  ["make", "wind-1"],
+                                  ["plot", "wind-1"],
+                                  []])
+def test_bad_arguments_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2
+
+
+def test_plot_names_and_files(tmp_path, capsys):
+    path = save_trace(resolve_trace("wind-2", length=300), tmp_path / "w2.csv")
+    out = tmp_path / "plot.png"
+    assert cli.main(["plot", "wind-4", str(path), "--length", "30000", "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_envelope_keeps_extremes():
+    series = np.zeros(100_000)
+    series[12_345] = 7.0
+    series[99_999] = -3.0
+    steps, low, high = cli._envelope(series, 1000)
+    assert len(steps) == 1000 and steps[0] == 0
+    assert high.max() == 7.0 and low.min() == -3.0
+
+
+def test_add_parser_integrates_into_a_main_parser(capsys):
+    parser = argparse.ArgumentParser(prog="lcpo")
+    cli.add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["traces", "list"])
+    assert args.command == "traces" and args.traces_command == "list"
+    assert args.func(args) == 0
+    assert "ndbc-46002" in capsys.readouterr().out
+
+
+def test_module_entry_point():
+    result = subprocess.run([sys.executable, "-m", "lcpo.cli.traces", "list"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "wind-1" in result.stdout
