@@ -17,7 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["mlp", "CategoricalPolicy", "ValueNet", "NumpyPolicy", "action_shape_of"]
+__all__ = ["mlp", "CategoricalPolicy", "ValueNet", "NumpyPolicy", "TorchPolicy", "make_fast_policy",
+           "make_actor_critic", "make_body", "NETWORKS", "is_plain_mlp", "action_shape_of"]
 
 
 def action_shape_of(space) -> tuple[int, int]:
@@ -58,15 +59,18 @@ class CategoricalPolicy(nn.Module):
         dims: number of action dimensions ``D``.
         bins: choices per dimension ``K``.
         hidden: hidden layer sizes ((64, 64) in the paper).
+        body: optional custom network ``(B, obs_dim) -> (B, D * K)`` replacing the MLP (e.g. the
+            permutation-invariant network of the straggler environment).
 
     Shapes:
         ``forward(obs (B, obs_dim) float32) -> logits (B, D, K)``.
     """
 
-    def __init__(self, obs_dim: int, dims: int, bins: int, hidden: Sequence[int] = (64, 64)):
+    def __init__(self, obs_dim: int, dims: int, bins: int, hidden: Sequence[int] = (64, 64),
+                 body: nn.Module | None = None):
         super().__init__()
         self.obs_dim, self.dims, self.bins = int(obs_dim), int(dims), int(bins)
-        self.body = mlp([self.obs_dim, *hidden, self.dims * self.bins])
+        self.body = body if body is not None else mlp([self.obs_dim, *hidden, self.dims * self.bins])
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.body(obs).view(-1, self.dims, self.bins)
@@ -92,11 +96,11 @@ class CategoricalPolicy(nn.Module):
 
 
 class ValueNet(nn.Module):
-    """State-value network ``V(s)``: ``(B, obs_dim) -> (B,)``."""
+    """State-value network ``V(s)``: ``(B, obs_dim) -> (B,)`` (an MLP, or a custom ``body`` ending in 1 output)."""
 
-    def __init__(self, obs_dim: int, hidden: Sequence[int] = (64, 64)):
+    def __init__(self, obs_dim: int, hidden: Sequence[int] = (64, 64), body: nn.Module | None = None):
         super().__init__()
-        self.body = mlp([int(obs_dim), *hidden, 1])
+        self.body = body if body is not None else mlp([int(obs_dim), *hidden, 1])
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.body(obs).squeeze(-1)
@@ -151,3 +155,84 @@ class NumpyPolicy:
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """Most probable action ``(D,)`` int64."""
         return self.logits(obs).argmax(axis=1)
+
+
+class TorchPolicy:
+    """Fallback of :class:`NumpyPolicy` for policies that are not plain MLPs: torch inference per step.
+
+    Same interface (``sync``, ``logits``, ``sample``, ``greedy``); slower (tens of microseconds per call).
+    """
+
+    def __init__(self, policy: CategoricalPolicy):
+        self.policy, self.dims, self.bins = policy, policy.dims, policy.bins
+
+    def sync(self) -> None:
+        """Nothing to copy: the torch module is used directly."""
+
+    def logits(self, obs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return self.policy(torch.as_tensor(obs, dtype=torch.float32).reshape(1, -1))[0].numpy()
+
+    def sample(self, obs: np.ndarray, gumbel: np.ndarray) -> np.ndarray:
+        return (self.logits(obs) + gumbel.reshape(self.dims, self.bins)).argmax(axis=1)
+
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        return self.logits(obs).argmax(axis=1)
+
+
+def is_plain_mlp(policy: nn.Module) -> bool:
+    """True if ``policy`` is a :class:`CategoricalPolicy` whose body alternates Linear and ReLU layers."""
+    body = getattr(policy, "body", None)
+    if not isinstance(policy, CategoricalPolicy) or not isinstance(body, nn.Sequential) or len(body) == 0:
+        return False
+    kinds = [type(m) for m in body]
+    return all(k is (nn.Linear if i % 2 == 0 else nn.ReLU) for i, k in enumerate(kinds)) and kinds[-1] is nn.Linear
+
+
+def make_fast_policy(policy: CategoricalPolicy):
+    """:class:`NumpyPolicy` for plain MLPs (allocation-free), else :class:`TorchPolicy`."""
+    return NumpyPolicy(policy) if is_plain_mlp(policy) else TorchPolicy(policy)
+
+
+#: network kind -> ``"module:factory"``; a factory is ``(env, obs_dim, out_dim, hidden) -> nn.Module`` mapping
+#: ``(B, obs_dim)`` observations to ``(B, out_dim)`` outputs (logits, a value, or Q-values).
+NETWORKS: dict[str, str] = {
+    "perm-invariant": "lcpo.envs.straggler.nets:perm_invariant_body",
+}
+
+
+def make_body(env, obs_dim: int, out_dim: int, hidden: Sequence[int] = (64, 64), kind: str = "auto") -> nn.Module:
+    """A network ``(B, obs_dim) -> (B, out_dim)`` of the requested kind.
+
+    Args:
+        env: the environment (its ``unwrapped.default_network`` attribute picks the kind when ``kind="auto"``).
+        obs_dim: observation size.
+        out_dim: output size (``dims * bins`` logits or Q-values, or 1 for a value).
+        hidden: hidden sizes of an MLP.
+        kind: ``"auto"``, ``"mlp"`` or a key of :data:`NETWORKS`.
+
+    Raises:
+        ValueError: for an unknown network kind (names the known ones).
+    """
+    if kind == "auto":
+        kind = getattr(getattr(env, "unwrapped", env), "default_network", "mlp")
+    if kind == "mlp":
+        return mlp([int(obs_dim), *hidden, int(out_dim)])
+    if kind not in NETWORKS:
+        raise ValueError(f"unknown network kind {kind!r}; known: ['auto', 'mlp', {', '.join(map(repr, NETWORKS))}]")
+    import importlib
+
+    module, attr = NETWORKS[kind].split(":")
+    return getattr(importlib.import_module(module), attr)(env, int(obs_dim), int(out_dim), tuple(hidden))
+
+
+def make_actor_critic(env, obs_dim: int, dims: int, bins: int, hidden: Sequence[int] = (64, 64),
+                      kind: str = "auto") -> tuple[CategoricalPolicy, ValueNet]:
+    """Actor (product of categoricals) and critic for an environment, with bodies from :func:`make_body`.
+
+    Raises:
+        ValueError: for an unknown network kind.
+    """
+    actor = CategoricalPolicy(obs_dim, dims, bins, hidden, body=make_body(env, obs_dim, dims * bins, hidden, kind))
+    critic = ValueNet(obs_dim, hidden, body=make_body(env, obs_dim, 1, hidden, kind))
+    return actor, critic

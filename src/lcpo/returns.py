@@ -84,3 +84,10 @@ def gae(rewards, values, next_values, terminated, truncated, gamma: float, lam: 
         out[t] = acc
     adv = np.array(out, dtype=np.float64)
     return adv, adv + values
+
+
+# n-step returns, V-trace and Retrace on padded windows live in lcpo.targets (one module per concept);
+# they are re-exported here so that all target math is reachable from one place.
+from lcpo.targets import nstep_returns, retrace, vtrace  # noqa: E402
+
+__all__ += ["nstep_returns", "vtrace", "retrace"]

@@ -126,6 +126,13 @@ def _versions() -> dict:
             "numpy": np.__version__, "gymnasium": gymnasium.__version__}
 
 
+def _env_metrics(env) -> dict:
+    """Environment-specific run metrics (``env.unwrapped.run_metrics() -> dict``), e.g. the straggler
+    environment's p95 latency over 5-minute buckets; empty if the environment defines none."""
+    fn = getattr(env.unwrapped, "run_metrics", None)
+    return dict(fn()) if callable(fn) else {}
+
+
 def _context_names(env) -> tuple[str, ...]:
     spec = getattr(env.unwrapped, "context_spec", None)
     if spec is None:
@@ -248,6 +255,7 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
         "line_search_accept_fraction": (log.totals.get("train/line_search_ok", 0.0)
                                         / max(1.0, log.totals.get("train/constrained", 0.0))),
         "ood_fraction": log.mean("ood/fraction"),
+        "env_metrics": _env_metrics(env),
         "versions": _versions(),
         "config": config.to_dict(),
         "hyperparameters": dataclasses.asdict(agent.hp),

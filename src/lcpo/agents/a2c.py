@@ -23,6 +23,8 @@ class A2CHyperparameters:
     """A2C settings (paper Table 11 defaults).
 
     Attributes:
+        network: ``"auto"`` (the environment's ``default_network``, else ``"mlp"``), ``"mlp"``, or a kind
+            registered in :data:`lcpo.nets.NETWORKS` (e.g. ``"perm-invariant"``).
         hidden: hidden layer sizes of actor and critic (ReLU MLPs).
         actor_lr: Adam learning rate of the actor.
         critic_lr: Adam learning rate of the critic.
@@ -43,6 +45,7 @@ class A2CHyperparameters:
     rollout_steps: int = 200
     max_grad_norm: float = 0.5
     entropy_coef: float = 0.0
+    network: str = "auto"
 
 
 class A2C(OnPolicyAgent):

@@ -20,7 +20,7 @@ import torch
 from lcpo.checkpoint import atomic_write_json, load_state, save_state
 from lcpo.loop import OnlineLoop, Transition
 from lcpo.memory.rollout import RolloutBuffer
-from lcpo.nets import CategoricalPolicy, NumpyPolicy, ValueNet, action_shape_of
+from lcpo.nets import action_shape_of, make_actor_critic, make_fast_policy
 
 __all__ = ["Agent", "OnPolicyAgent", "resolve_hyperparameters"]
 
@@ -152,11 +152,11 @@ class OnPolicyAgent(Agent):
         hp = self.hp
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            self.actor = CategoricalPolicy(self.obs_dim, self.action_dims, self.action_bins, hp.hidden)
-            self.critic = ValueNet(self.obs_dim, hp.hidden)
+            self.actor, self.critic = make_actor_critic(env, self.obs_dim, self.action_dims, self.action_bins,
+                                                        hp.hidden, hp.network)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=hp.actor_lr, weight_decay=hp.weight_decay)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=hp.critic_lr, weight_decay=hp.weight_decay)
-        self.fast_actor = NumpyPolicy(self.actor)
+        self.fast_actor = make_fast_policy(self.actor)
         self.rollout = RolloutBuffer(hp.rollout_steps, self.obs_dim, self.action_dims)
         self._noise = np.zeros((0, self.action_dims * self.action_bins), dtype=np.float32)
         self._noise_i = 0

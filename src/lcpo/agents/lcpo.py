@@ -41,6 +41,8 @@ class LCPOHyperparameters:
     """LCPO settings (paper Table 11 defaults; spec ``windy-gym.md``).
 
     Attributes:
+        network: ``"auto"`` (the environment's ``default_network``, else ``"mlp"``), ``"mlp"``, or a kind
+            registered in :data:`lcpo.nets.NETWORKS` (e.g. ``"perm-invariant"``).
         hidden: hidden layer sizes of actor and critic.
         actor_lr: Adam learning rate of the actor (used by the plain A2C step when no anchors are found).
         critic_lr: Adam learning rate of the critic.
@@ -89,6 +91,7 @@ class LCPOHyperparameters:
     entropy_base: float = 0.03
     entropy_target: float = 0.1
     entropy_lr: float = 1e-3
+    network: str = "auto"
 
 
 class LCPO(OnPolicyAgent):

@@ -13,7 +13,7 @@ from lcpo.contexts import DEFAULT_TRACE
 __all__ = ["add_parser", "cmd_run", "parse_assignments", "DEFAULT_STEPS"]
 
 #: Steps of the bundled default run (`lcpo run` with no arguments): a few minutes on 2 cores.
-DEFAULT_STEPS = 500_000
+DEFAULT_STEPS = 1_000_000
 
 
 def parse_assignments(items: list[str] | None, what: str) -> dict:

@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from lcpo.nets import CategoricalPolicy
+from lcpo.nets import CategoricalPolicy, is_plain_mlp
 
 __all__ = ["flat_params", "set_flat_params", "flat_grad", "autograd_fvp", "mlp_fvp", "make_fvp"]
 
@@ -67,15 +67,6 @@ def autograd_fvp(policy: CategoricalPolicy, obs: torch.Tensor, damping: float) -
     return fvp
 
 
-def _is_plain_mlp(policy: nn.Module) -> bool:
-    body = getattr(policy, "body", None)
-    if not isinstance(policy, CategoricalPolicy) or not isinstance(body, nn.Sequential):
-        return False
-    kinds = [type(m) for m in body]
-    return all(k in (nn.Linear, nn.ReLU) for k in kinds) and kinds[-1] is nn.Linear and all(
-        kinds[i] is nn.ReLU for i in range(1, len(kinds), 2)) and all(kinds[i] is nn.Linear for i in range(0, len(kinds), 2))
-
-
 def mlp_fvp(policy: CategoricalPolicy, obs: torch.Tensor, damping: float) -> Callable[[torch.Tensor], torch.Tensor]:
     """Fisher-vector product for a Linear/ReLU :class:`CategoricalPolicy`, without autograd.
 
@@ -90,7 +81,7 @@ def mlp_fvp(policy: CategoricalPolicy, obs: torch.Tensor, damping: float) -> Cal
     Returns:
         ``v (n,) -> (F + damping I) v (n,)``, parameters in ``policy.parameters()`` order.
     """
-    if not _is_plain_mlp(policy):
+    if not is_plain_mlp(policy):
         raise TypeError("mlp_fvp needs a CategoricalPolicy whose body is Linear/ReLU layers")
     linears = [m for m in policy.body if isinstance(m, nn.Linear)]
     with torch.no_grad():
@@ -142,6 +133,6 @@ def mlp_fvp(policy: CategoricalPolicy, obs: torch.Tensor, damping: float) -> Cal
 
 def make_fvp(policy: nn.Module, obs: torch.Tensor, damping: float) -> Callable[[torch.Tensor], torch.Tensor]:
     """The fastest available Fisher-vector product for ``policy`` on ``obs`` (see module docstring)."""
-    if _is_plain_mlp(policy):
+    if is_plain_mlp(policy):
         return mlp_fvp(policy, obs, damping)
     return autograd_fvp(policy, obs, damping)
