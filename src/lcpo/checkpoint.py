@@ -1,63 +1,27 @@
 """Atomic file writes and checkpoint files: tensors in a ``.pt`` file, everything else in JSON.
 
-Checkpoints never pickle code: a nested state dict is split into its tensors and NumPy arrays, saved with
+Atomic writes live in :mod:`lcpo.atomic` (re-exported here). Checkpoints never pickle code: a nested state dict is split into its tensors and NumPy arrays, saved with
 ``torch.save`` and loaded with ``torch.load(weights_only=True)``, and the rest (ints, floats, strings,
 lists, RNG states), saved as JSON. NumPy arrays come back as NumPy arrays of the same dtype.
 """
 
 from __future__ import annotations
 
+import io
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from lcpo.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
+
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "save_state", "load_state"]
 
 _TENSOR = "__tensor__"
 _NDARRAY = "__ndarray__"
 _ITEMS = "__items__"  # a dict with int keys (e.g. optimizer state), kept as [key, value] pairs
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file in the same folder, fsync, ``os.replace``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Atomically write a text file (UTF-8)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def _json_default(obj):
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, Path):
-        return str(obj)
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
-def atomic_write_json(path: str | Path, obj: Any) -> None:
-    """Atomically write ``obj`` as indented JSON (NumPy scalars/arrays converted)."""
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
 
 
 def _split(obj: Any, tensors: dict, prefix: str) -> Any:
@@ -114,8 +78,6 @@ def save_state(path: str | Path, state: dict) -> None:
     path = Path(path)
     tensors: dict[str, torch.Tensor] = {}
     skeleton = _split(state, tensors, "state")
-    import io
-
     buf = io.BytesIO()
     torch.save(tensors, buf)
     atomic_write_bytes(path.with_name(path.name + ".pt"), buf.getvalue())

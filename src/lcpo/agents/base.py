@@ -223,8 +223,8 @@ class OnPolicyAgent(Agent):
         obs = torch.from_numpy(b.obs[:n])
         next_obs = torch.from_numpy(b.next_obs[:n])
         with torch.no_grad():
-            v = self.critic(obs).double().numpy()
-            nv = self.critic(next_obs).double().numpy()
+            both = self.critic(torch.cat([obs, next_obs])).double().numpy()  # one forward for V(s) and V(s')
+        v, nv = both[:n], both[n:]
         adv, ret = gae(b.rewards[:n], v, nv, b.terminated[:n], b.truncated[:n], b.gammas[:n], self.hp.gae_lambda)
         return {
             "obs": obs, "actions": torch.from_numpy(b.actions[:n]),

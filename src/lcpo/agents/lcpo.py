@@ -148,34 +148,42 @@ class LCPO(OnPolicyAgent):
             logp_old_all = self.actor.log_probs(obs)
             logp_old = CategoricalPolicy.log_prob_of(logp_old_all, actions)
 
+        n = obs.shape[0]
+        # states the policy is evaluated on: the recent batch, then (when found) the OOD anchors, in one forward
+        eval_obs = obs if anchors is None else torch.cat([obs, torch.from_numpy(anchors)])
+        last = {}
+
         def surrogate() -> torch.Tensor:
-            logp_all = self.actor.log_probs(obs)
+            logp_eval = self.actor.log_probs(eval_obs)
+            logp_all = logp_eval[:n]
+            last["logp_eval"] = logp_eval  # reused by the KL functions, evaluated next at the same parameters
             ratio = torch.exp(CategoricalPolicy.log_prob_of(logp_all, actions) - logp_old)
             ent = CategoricalPolicy.entropy_of(logp_all).mean()
             return -(adv * ratio * mask).sum() / msum - alpha * ent
 
         if anchors is not None:
-            anchor_obs = torch.from_numpy(anchors)
+            anchor_obs = eval_obs[n:]
             with torch.no_grad():
                 logp_anchor_old = self.actor.log_probs(anchor_obs)
 
             def kl_anchor() -> torch.Tensor:
-                return CategoricalPolicy.kl(logp_anchor_old, self.actor.log_probs(anchor_obs)).mean()
+                return CategoricalPolicy.kl(logp_anchor_old, last["logp_eval"][n:]).mean()
 
             def kl_recent() -> torch.Tensor:
-                return CategoricalPolicy.kl(logp_old_all, self.actor.log_probs(obs)).mean()
+                return CategoricalPolicy.kl(logp_old_all, last["logp_eval"][:n]).mean()
 
             loss = surrogate()
             grad = flat_grad(loss, self.actor)
             fvp = make_fvp(self.actor, anchor_obs, hp.damping)
-            res = kl_constrained_step(self.actor, grad, fvp, surrogate, (kl_anchor, kl_recent),
-                                      (hp.c_anchor, hp.c_recent), scale_kl=hp.c_anchor, cg_iters=hp.cg_iters,
-                                      max_backtracks=hp.max_backtracks, accept_ratio=hp.accept_ratio)
+            res = kl_constrained_step(self.actor, grad, fvp, surrogate, (kl_recent, kl_anchor),
+                                      (hp.c_recent, hp.c_anchor), scale_kl=hp.c_anchor, cg_iters=hp.cg_iters,
+                                      max_backtracks=hp.max_backtracks, accept_ratio=hp.accept_ratio,
+                                      loss_old=loss.item())
             self.constrained_updates += 1
             self.accepted_steps += int(res.accepted)
             diag.update({"train/constrained": 1.0, "train/line_search_ok": float(res.accepted),
-                         "train/backtracks": float(res.backtracks), "train/kl_anchor": res.kls[0],
-                         "train/kl_recent": res.kls[1], "train/policy_loss": loss.item()})
+                         "train/backtracks": float(res.backtracks), "train/kl_anchor": res.kls[1],
+                         "train/kl_recent": res.kls[0], "train/policy_loss": loss.item()})
         else:
             loss = surrogate()
             self.actor_opt.zero_grad(set_to_none=True)
@@ -186,8 +194,8 @@ class LCPO(OnPolicyAgent):
 
         self.reservoir.add_batch(recent_np)
 
-        with torch.no_grad():
-            entropy = float(CategoricalPolicy.entropy_of(self.actor.log_probs(obs)).mean())
+        # temperature step on the batch's entropy under the policy that collected it (before this update)
+        entropy = float(CategoricalPolicy.entropy_of(logp_old_all).mean())
         if hp.auto_entropy:
             alpha_loss = self.log_alpha * (entropy - self.target_entropy)
             self.alpha_opt.zero_grad(set_to_none=True)

@@ -20,14 +20,13 @@ from __future__ import annotations
 import csv
 import json
 import os
-import tempfile
 import warnings
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
+from lcpo.atomic import atomic_write, json_default
 from lcpo.contexts.trace import ContextTrace, TraceError
 
 __all__ = ["SUFFIXES", "save_trace", "load_trace", "sidecar_path"]
@@ -46,36 +45,6 @@ def _suffix(path: Path) -> str:
     if suffix not in SUFFIXES:
         raise TraceError(f"{path}: unknown trace file extension {path.suffix!r}; expected one of {SUFFIXES}")
     return suffix
-
-
-def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write ``path`` atomically: ``write`` fills a temp file in the same folder, then ``os.replace``."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, Path):
-        return str(obj)
-    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
 
 
 def _default_columns(trace: ContextTrace) -> list[str]:
@@ -111,18 +80,18 @@ def save_trace(trace: ContextTrace | np.ndarray, path: str | os.PathLike) -> Pat
         raise TraceError(f"{path}: destination folder {path.parent} does not exist")
     try:
         sidecar = json.dumps({"name": trace.name, "metadata": trace.metadata}, indent=2, sort_keys=True,
-                             default=_json_default, allow_nan=False)
+                             default=json_default, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise TraceError(f"{path}: trace metadata is not JSON-serialisable: {exc}") from exc
 
     values = trace.values
     if suffix == ".npy":
-        _atomic_write(path, lambda handle: np.save(handle, values, allow_pickle=False))
+        atomic_write(path, lambda handle: np.save(handle, values, allow_pickle=False))
     else:
         header = ",".join(_default_columns(trace))
-        _atomic_write(path, lambda handle: np.savetxt(handle, values, fmt="%.17g", delimiter=",",
+        atomic_write(path, lambda handle: np.savetxt(handle, values, fmt="%.17g", delimiter=",",
                                                       header=header, comments=""))
-    _atomic_write(sidecar_path(path), lambda handle: handle.write((sidecar + "\n").encode()))
+    atomic_write(sidecar_path(path), lambda handle: handle.write((sidecar + "\n").encode()))
     return path
 
 

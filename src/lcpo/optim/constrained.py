@@ -48,7 +48,7 @@ def kl_constrained_step(module: nn.Module, grad: torch.Tensor, fvp: Callable[[to
                         loss_fn: Callable[[], torch.Tensor],
                         kl_fns: Sequence[Callable[[], torch.Tensor]], kl_limits: Sequence[float],
                         scale_kl: float, cg_iters: int = 15, max_backtracks: int = 10,
-                        accept_ratio: float = 0.1) -> StepResult:
+                        accept_ratio: float = 0.1, loss_old: float | None = None) -> StepResult:
     """Take one KL-constrained natural-gradient step on ``module`` in place.
 
     Args:
@@ -56,12 +56,14 @@ def kl_constrained_step(module: nn.Module, grad: torch.Tensor, fvp: Callable[[to
         grad: ``(n,)`` gradient of the surrogate loss (to minimise) at the current parameters.
         fvp: damped Fisher-vector product on the constraining states (``(n,) -> (n,)``).
         loss_fn: evaluates the surrogate loss at the current parameters (called under ``no_grad``).
-        kl_fns: each evaluates a mean KL(pi_old || pi_current) (nats) at the current parameters.
+        kl_fns: each evaluates a mean KL(pi_old || pi_current) (nats) at the current parameters. They are always
+            called right after ``loss_fn`` at the same parameters, so they may reuse its forward pass.
         kl_limits: the limit of each KL (``c_anchor``, ``c_recent``).
         scale_kl: the KL the full step is scaled to (``c_anchor`` for LCPO, ``max_kl`` for TRPO).
         cg_iters: conjugate-gradient iterations.
         max_backtracks: line-search halvings.
         accept_ratio: minimal actual / expected improvement.
+        loss_old: the surrogate at the current parameters if the caller has it (saves a forward pass).
 
     Returns:
         A :class:`StepResult`. On rejection the parameters are bit-identical to the input's.
@@ -74,9 +76,10 @@ def kl_constrained_step(module: nn.Module, grad: torch.Tensor, fvp: Callable[[to
     if not torch.all(torch.isfinite(grad)):
         raise ValueError("kl_constrained_step: non-finite policy gradient")
     old = flat_params(module)
-    with torch.no_grad():
-        loss_old = float(loss_fn())
-        kls_old = tuple(float(f()) for f in kl_fns)
+    if loss_old is None:
+        with torch.no_grad():
+            loss_old = float(loss_fn())
+    kls_old = (0.0,) * len(kl_fns)  # KL(pi_old || pi_old): what a rejected step leaves
     x = conjugate_gradient(fvp, -grad, iters=cg_iters)
     shs = float(torch.dot(x, fvp(x)))
     if not (shs > 0.0) or not torch.all(torch.isfinite(x)):

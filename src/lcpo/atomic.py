@@ -1,0 +1,70 @@
+"""Atomic file writes (no torch import): a reader sees either the old file or the complete new one.
+
+Every result file of the project (summaries, episode tables, traces, checkpoints) is written through here:
+the content goes to a temporary file in the destination folder, is flushed and fsynced, given the usual
+permissions (``0666 & ~umask``; ``mkstemp`` would leave ``0600``), and renamed over the destination.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import IO, Any, Callable
+
+import numpy as np
+
+__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "json_default"]
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> None:
+    """Write ``path`` atomically; ``write(handle)`` streams the content into a binary file handle.
+
+    Raises:
+        OSError: if the folder cannot be written (the temporary file is removed).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Atomically write ``data``."""
+    atomic_write(path, lambda handle: handle.write(data))
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Atomically write a UTF-8 text file."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def json_default(obj: Any) -> Any:
+    """``json.dumps`` fallback: NumPy scalars and arrays, paths."""
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    """Atomically write ``obj`` as indented, key-sorted JSON (NumPy values converted)."""
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=json_default) + "\n")
