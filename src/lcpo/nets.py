@@ -190,7 +190,11 @@ def is_plain_mlp(policy: nn.Module) -> bool:
 
 
 def make_fast_policy(policy: CategoricalPolicy):
-    """:class:`NumpyPolicy` for plain MLPs (allocation-free), else :class:`TorchPolicy`."""
+    """The per-step acting path of a policy: a body's own ``fast_policy(policy)`` mirror if it offers one (e.g. the
+    straggler network's NumPy copy), :class:`NumpyPolicy` for plain MLPs, else :class:`TorchPolicy`."""
+    own = getattr(getattr(policy, "body", None), "fast_policy", None)
+    if callable(own):
+        return own(policy)
     return NumpyPolicy(policy) if is_plain_mlp(policy) else TorchPolicy(policy)
 
 

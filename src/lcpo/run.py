@@ -27,6 +27,7 @@ from lcpo.checkpoint import atomic_write_json, load_state, save_state
 from lcpo.envs.registration import make_env
 from lcpo.loop import OnlineLoop, parse_reset
 from lcpo.runlog import RunLog, lifelong_return
+from lcpo.threads import limit_threads
 
 __all__ = ["RunConfig", "execute", "make_run_env", "AGENTS"]
 
@@ -38,7 +39,7 @@ class RunConfig:
     Attributes:
         env: registered environment id.
         trace: context trace: a registered name (``lcpo traces list``) or a ``.npy``/``.csv`` path; ``None``
-            lets the environment use its own default.
+            means the bundled real wind trace for wind environments and the environment's own default otherwise.
         trace_length: resample/cut the trace to this many steps (None: the trace's default length).
         agent: agent name (``lcpo``, ``a2c``, ...; see :data:`AGENTS`).
         steps: environment steps of the run.
@@ -53,7 +54,7 @@ class RunConfig:
     """
 
     env: str = "lcpo/WindyPendulum-v0"
-    trace: str | None = "ndbc-46002"
+    trace: str | None = None
     trace_length: int | None = None
     agent: str = "lcpo"
     steps: int = 200_000
@@ -107,14 +108,24 @@ class RunConfig:
 def make_run_env(config: RunConfig):
     """Create the configured environment, resolving the trace for wind environments."""
     kwargs = dict(config.env_kwargs)
-    if config.trace is not None:
-        if "Windy" in config.env:
-            from lcpo.contexts import resolve_trace
+    if "Windy" in config.env:
+        from lcpo.contexts import DEFAULT_TRACE, resolve_trace
 
-            kwargs["trace"] = resolve_trace(config.trace, length=config.trace_length)
-        else:
-            kwargs["trace"] = config.trace
+        kwargs["trace"] = resolve_trace(config.trace or DEFAULT_TRACE, length=config.trace_length)
+    elif config.trace is not None:
+        kwargs["trace"] = config.trace
     return make_env(config.env, **kwargs)
+
+
+def _run_with_checkpoints(loop: OnlineLoop, target: int, config: RunConfig, checkpoint) -> None:
+    """Step ``loop`` to ``target``, checkpointing at every multiple of ``config.checkpoint_every`` (and at an
+    early stop) before the end of the run."""
+    every = config.checkpoint_every
+    while loop.steps < target:
+        nxt = target if not every else min(target, (loop.steps // every + 1) * every)
+        loop.run(nxt)
+        if every and (loop.steps % every == 0 or loop.steps == target) and loop.steps < config.steps:
+            checkpoint()
 
 
 def _versions() -> dict:
@@ -171,8 +182,6 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
     summary_path = out / "summary.json"
     if resume and summary_path.exists():
         return json.loads(summary_path.read_text())
-    if threads is not None:
-        torch.set_num_threads(int(threads))
     out.mkdir(parents=True, exist_ok=True)
     env = make_run_env(config)
     agent = AGENTS[config.agent](env, seed=config.seed, **config.overrides)
@@ -227,13 +236,10 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
         log.write(loop.episodes)
 
     try:
-        every = config.checkpoint_every
-        while loop.steps < target:
-            nxt = target if not every else min(target, (loop.steps // every + 1) * every)
-            loop.run(nxt)
-            if every and (loop.steps % every == 0 or loop.steps == target) and loop.steps < config.steps:
-                checkpoint()
+        with limit_threads(threads):  # one core per run (see lcpo.threads)
+            _run_with_checkpoints(loop, target, config, checkpoint)
     finally:
+
         if bar is not None:
             bar.update(loop.steps - last[0])
             bar.close()

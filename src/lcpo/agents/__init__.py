@@ -71,5 +71,13 @@ class AgentRegistry(Mapping):
 #: agent name (CLI ``--agent``) -> class
 AGENTS = AgentRegistry(_ENTRIES)
 
+
+def __getattr__(name: str):
+    """``from lcpo.agents import TRPO`` etc.: classes of the registry, imported on first access."""
+    for key, entry in _ENTRIES.items():
+        if entry.split(":")[1] == name and key in AGENTS:
+            return AGENTS[key]
+    raise AttributeError(f"module 'lcpo.agents' has no attribute {name!r}")
+
 __all__ = ["A2C", "A2CHyperparameters", "Agent", "OnPolicyAgent", "LCPO", "LCPOHyperparameters", "AGENTS",
            "AgentRegistry"]

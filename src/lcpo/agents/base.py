@@ -11,7 +11,7 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -19,6 +19,7 @@ import torch
 
 from lcpo.checkpoint import atomic_write_json, load_state, save_state
 from lcpo.loop import OnlineLoop, Transition
+from lcpo.threads import limit_threads
 from lcpo.memory.rollout import RolloutBuffer
 from lcpo.nets import action_shape_of, make_actor_critic, make_fast_policy
 
@@ -73,6 +74,8 @@ class Agent:
 
     name: ClassVar[str] = "agent"
     Hyperparameters: ClassVar[type]
+    #: torch/BLAS threads while :meth:`learn` runs (1: fastest for these small networks; None: leave as is)
+    threads: ClassVar[int | None] = 1
 
     def __init__(self, env: gym.Env, seed: int = 0, hparams=None, **overrides):
         self.env = env
@@ -101,7 +104,8 @@ class Agent:
         """
         if self._loop is None or reset_condition is not None:
             self._loop = OnlineLoop(self.env, self, reset_condition, seed=self.seed, on_update=callback)
-        self._loop.run(self._loop.steps + int(total_steps))
+        with limit_threads(self.threads):
+            self._loop.run(self._loop.steps + int(total_steps))
         return self
 
     @property
@@ -150,18 +154,30 @@ class OnPolicyAgent(Agent):
     def __init__(self, env: gym.Env, seed: int = 0, hparams=None, **overrides):
         super().__init__(env, seed, hparams, **overrides)
         hp = self.hp
+        if hp.rollout_steps < 1:
+            raise ValueError(f"rollout_steps must be >= 1, got {hp.rollout_steps!r}")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            self.actor, self.critic = make_actor_critic(env, self.obs_dim, self.action_dims, self.action_bins,
-                                                        hp.hidden, hp.network)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=hp.actor_lr, weight_decay=hp.weight_decay)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=hp.critic_lr, weight_decay=hp.weight_decay)
+            self.actor, self.critic = self.build_networks()
+        self.actor_opt, self.critic_opt = self.build_optimizers()
         self.fast_actor = make_fast_policy(self.actor)
         self.rollout = RolloutBuffer(hp.rollout_steps, self.obs_dim, self.action_dims)
         self._noise = np.zeros((0, self.action_dims * self.action_bins), dtype=np.float32)
         self._noise_i = 0
         self.updates = 0
         self.steps = 0
+
+    def build_networks(self):
+        """``(actor, critic)``: a :class:`~lcpo.nets.CategoricalPolicy` and a :class:`~lcpo.nets.ValueNet` of the
+        kind ``hp.network`` (called under a seeded torch RNG; override for other function classes)."""
+        return make_actor_critic(self.env, self.obs_dim, self.action_dims, self.action_bins, self.hp.hidden,
+                                 self.hp.network)
+
+    def build_optimizers(self):
+        """``(actor_opt, critic_opt)``: Adam with the hyperparameters' learning rates and weight decay."""
+        hp = self.hp
+        return (torch.optim.Adam(self.actor.parameters(), lr=hp.actor_lr, weight_decay=hp.weight_decay),
+                torch.optim.Adam(self.critic.parameters(), lr=hp.critic_lr, weight_decay=hp.weight_decay))
 
     # -- acting (hot path) -----------------------------------------------------------------------------
     def _refill_noise(self) -> None:

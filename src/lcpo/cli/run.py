@@ -42,7 +42,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "lifelong return (mean episodic return over the run). With no arguments: LCPO on the "
                     f"windy Pendulum over the bundled real wind trace ({DEFAULT_TRACE}), {DEFAULT_STEPS:,} steps.")
     p.add_argument("--env", default="lcpo/WindyPendulum-v0", help="environment id (see `lcpo envs list`)")
-    p.add_argument("--trace", default=DEFAULT_TRACE, help="trace name (see `lcpo traces list`) or .npy/.csv file")
+    p.add_argument("--trace", default=None,
+                   help="trace name (see `lcpo traces list`) or .npy/.csv file (default: the bundled "
+                        f"{DEFAULT_TRACE} for wind environments, the environment's own default otherwise)")
     p.add_argument("--trace-length", type=int, default=None, help="resample/cut the trace to this many steps")
     p.add_argument("--agent", nargs="+", default=["lcpo"], metavar="NAME",
                    help=f"agent(s) to run one after the other: {', '.join(sorted(AGENTS))}")

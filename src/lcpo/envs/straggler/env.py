@@ -29,6 +29,17 @@ the step (ms), times ``unsafe_penalty`` (3) on forced steps. Safety: the system 
 queue at a step end exceeds ``unsafe_queue`` (50) and safe again when it is ``<= safe_queue`` (3); while unsafe
 the action is replaced by "never hedge" and ``info["forced"]`` is True, so agents can mask those steps out of
 the policy loss. The time-dependent discount of the step is ``info["gamma"] = gamma_per_s ** elapsed_s``.
+
+Run metrics (:meth:`StragglerMitigationEnv.run_metrics`, merged into run summaries by :func:`lcpo.run.execute`):
+the paper's tail metric (mean over 5-minute arrival buckets of each bucket's p95 latency,
+:func:`~lcpo.envs.straggler.metrics.bucketed_p95`) and the mean per-step p95, accumulated since the last fresh
+reset. The simulator always keeps its per-request log; every :data:`METRIC_DRAIN_STEPS` steps the
+environment folds the new rows into per-bucket latency lists and closes (reduces to one p95 value) every bucket
+that no request in flight or yet to arrive can still join, so memory stays at about one bucket of latencies
+(10^4 values) however long the run is. With ``log_requests=False`` the log is emptied after each fold.
+
+Networks: ``default_network = "perm-invariant"`` (:mod:`lcpo.envs.straggler.nets`), picked by agents whose
+``network`` hyperparameter is ``"auto"``.
 """
 
 from __future__ import annotations
@@ -41,10 +52,22 @@ import numpy as np
 from numba import njit
 
 from lcpo.envs.context import ContextSpec
-from lcpo.envs.straggler.sim import NEVER, TIMEOUTS_MS, Simulator, percentile95
+from lcpo.envs.straggler.metrics import bucket_percentiles
+from lcpo.envs.straggler.sim import (
+    _I_HEAP,
+    _I_LOG_N,
+    _KIND_DISPATCH,
+    NEVER,
+    TIMEOUTS_MS,
+    Simulator,
+    percentile95,
+)
 from lcpo.envs.straggler.workloads import Workload, resolve_workload
 
-__all__ = ["StragglerMitigationEnv", "make_straggler_env", "obs_names"]
+__all__ = ["METRIC_DRAIN_STEPS", "StragglerMitigationEnv", "make_straggler_env", "obs_names"]
+
+#: Steps between folds of the simulator's request log into the run-metric accumulators.
+METRIC_DRAIN_STEPS = 600
 
 _BETAS = np.array([0.9, 0.99, 0.999])
 # Slots of the float environment state ``_es``.
@@ -130,6 +153,7 @@ class StragglerMitigationEnv(gym.Env):
         workload: a :class:`~lcpo.envs.straggler.workloads.Workload`, an ``(n, 2)`` array of
             (processing ms, inter-arrival ms), a preset name (``"azure-llm"`` default, ``"synthetic-ramp"``,
             ``"synthetic-noisy"``, ``"constant-60x28"``, ``"constant-20x80"``) or a ``.npy``/``.csv`` path.
+            None: ``"azure-llm"``.
         workload_seed: seed of synthetic presets.
         n_servers: number of servers ``N`` (spec: 10; the observation has ``2 N + 12`` entries).
         window_ms: decision window (ms).
@@ -143,23 +167,33 @@ class StragglerMitigationEnv(gym.Env):
         size_scale: service-time normalizer (ms); default: the workload's mean size times the mean inflation
             ``1 + p_inflate (inflate_factor - 1)`` (1.9).
         overload_queue: ``info["overload"]`` is True when a queue reaches this length.
-        log_requests: keep the simulator's per-request log (``env.unwrapped.sim.request_log``).
+        log_requests: keep the simulator's whole per-request log (``env.unwrapped.sim.request_log``); if False
+            the log only holds the requests completed since the last fold into the run metrics.
+        metric_bucket_ms: bucket width of the paper's metric in :meth:`run_metrics` (5 minutes).
+        trace: alias of ``workload`` (what ``lcpo run --trace`` and sweep files pass to every environment).
 
     Raises:
-        ValueError: invalid numeric arguments (named in the message).
+        ValueError: invalid numeric arguments (named in the message); both ``workload`` and ``trace`` given.
         lcpo.envs.straggler.workloads.WorkloadError: an invalid workload.
     """
 
     metadata = {"render_modes": []}
+    #: network kind agents use when their ``network`` hyperparameter is ``"auto"`` (:data:`lcpo.nets.NETWORKS`)
+    default_network = "perm-invariant"
 
-    def __init__(self, workload: Workload | np.ndarray | str | os.PathLike = "azure-llm", workload_seed: int = 0,
+    def __init__(self, workload: Workload | np.ndarray | str | os.PathLike | None = None, workload_seed: int = 0,
                  n_servers: int = 10, window_ms: float = 500.0, reward_scale: float = 1600.0,
                  unsafe_queue: int = 50, safe_queue: int = 3, unsafe_penalty: float = 3.0,
                  gamma_per_s: float = 0.81, p_inflate: float = 0.1, inflate_factor: float = 10.0,
                  rate_scale: float | None = None, size_scale: float | None = None, overload_queue: int = 10_000,
-                 log_requests: bool = False) -> None:
+                 log_requests: bool = False, metric_bucket_ms: float = 300_000.0,
+                 trace: Workload | np.ndarray | str | os.PathLike | None = None) -> None:
+        if trace is not None and workload is not None:
+            raise ValueError(f"give the workload once: workload={workload!r} and its alias trace={trace!r}")
+        workload = trace if trace is not None else (workload if workload is not None else "azure-llm")
         for name, v in (("window_ms", window_ms), ("reward_scale", reward_scale),
-                        ("unsafe_penalty", unsafe_penalty), ("overload_queue", overload_queue)):
+                        ("unsafe_penalty", unsafe_penalty), ("overload_queue", overload_queue),
+                        ("metric_bucket_ms", metric_bucket_ms)):
             if not (np.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be positive and finite, got {v!r}")
         if not (0 < gamma_per_s <= 1):
@@ -173,7 +207,11 @@ class StragglerMitigationEnv(gym.Env):
         self.unsafe_penalty = float(unsafe_penalty)
         self.gamma_per_s = float(gamma_per_s)
         self.overload_queue = int(overload_queue)
-        self.sim = Simulator(self.workload, n_servers, p_inflate, inflate_factor, seed=0, log=log_requests)
+        self.log_requests = bool(log_requests)
+        self.metric_bucket_ms = float(metric_bucket_ms)
+        # the log always runs: run_metrics() folds it into per-bucket accumulators (and empties it unless the
+        # user asked to keep it)
+        self.sim = Simulator(self.workload, n_servers, p_inflate, inflate_factor, seed=0, log=True)
         mean_inflation = 1.0 + self.sim.p_inflate * (self.sim.inflate_factor - 1.0)
         self.rate_scale = float(rate_scale if rate_scale is not None else self.workload.mean_rate)
         self.size_scale = float(size_scale if size_scale is not None else self.workload.mean_size * mean_inflation)
@@ -201,6 +239,96 @@ class StragglerMitigationEnv(gym.Env):
         self._es[[_E_RATE_SCALE, _E_SIZE_SCALE, _E_UNSAFE_Q, _E_SAFE_Q]] = (
             self.rate_scale, self.size_scale, self.unsafe_queue, self.safe_queue)
         self._steps = 0
+        self._init_metrics()
+
+    def _init_metrics(self) -> None:
+        self._p95_sum = 0.0       # sum of per-step p95 (ms)
+        self._forced_steps = 0
+        self._log_read = 0        # rows of sim.log already folded
+        self._open_arr = np.zeros(0, np.float64)  # arrivals (ms) / latencies (ms) of requests in open buckets
+        self._open_lat = np.zeros(0, np.float64)
+        self._closed_p95 = np.zeros(0, np.float64)  # p95 of each closed non-empty bucket, ascending buckets
+        self._closed_upto = 0     # buckets < this index are closed
+
+    def _oldest_in_flight_arrival(self) -> float:
+        """Arrival time (ms) of the oldest request still in flight (``inf`` if none), from the pending events:
+        pending duplicate dispatches carry their arrival, pending winning finishes ``finish - latency``."""
+        sim = self.sim
+        slots = sim.heap[: sim.si[_I_HEAP]]
+        if slots.size == 0:
+            return np.inf
+        ef = sim.ev_f[slots]
+        dup = sim.ev_i[slots, 0] >= _KIND_DISPATCH
+        win = ~dup & (ef[:, 1] >= 0.0)
+        arr = np.concatenate((ef[dup, 1], ef[win, 0] - ef[win, 1]))
+        return float(arr.min()) if arr.size else np.inf
+
+    def _fold_log(self) -> None:
+        """Move the new request-log rows into the open buckets, then close the buckets no request can join."""
+        sim = self.sim
+        n = int(sim.si[_I_LOG_N])
+        rows = sim.log[self._log_read:n]
+        w = self.metric_bucket_ms
+        if rows.shape[0]:
+            if np.floor(rows[:, 1].min() / w) < self._closed_upto:  # pragma: no cover - invariant
+                raise RuntimeError("straggler run metrics: a request completed in an already closed bucket")
+            self._open_arr = np.concatenate((self._open_arr, rows[:, 1]))
+            self._open_lat = np.concatenate((self._open_lat, rows[:, 2]))
+        if self.log_requests:
+            self._log_read = n
+        else:
+            sim.si[_I_LOG_N] = 0
+            self._log_read = 0
+        # future arrivals come at >= now; 1 ms margin against rounding of the logged arrival (finish - latency)
+        frontier = min(sim.now, self._oldest_in_flight_arrival()) - 1.0
+        k = int(np.floor(frontier / w)) if frontier > 0 else 0
+        if k <= self._closed_upto:
+            return
+        done = np.floor(self._open_arr / w) < k
+        if done.any():
+            vals = bucket_percentiles(self._open_arr[done], self._open_lat[done], w)[1]
+            self._closed_p95 = np.concatenate((self._closed_p95, vals))
+            self._open_arr, self._open_lat = self._open_arr[~done], self._open_lat[~done]
+        self._closed_upto = k
+
+    def bucket_p95s(self) -> np.ndarray:
+        """Per-bucket p95 latencies (ms) of the run since the last fresh reset, the values
+        :meth:`run_metrics` averages.
+
+        Returns:
+            ``(m,)`` float64, one value per non-empty ``metric_bucket_ms`` bucket of request arrivals, in time
+            order; the last buckets hold only the requests completed so far. Does not change the state.
+        """
+        n = int(self.sim.si[_I_LOG_N])
+        rows = self.sim.log[self._log_read:n]
+        arr = np.concatenate((self._open_arr, rows[:, 1]))
+        lat = np.concatenate((self._open_lat, rows[:, 2]))
+        vals = self._closed_p95
+        if arr.size:
+            vals = np.concatenate((vals, bucket_percentiles(arr, lat, self.metric_bucket_ms)[1]))
+        return vals
+
+    def run_metrics(self) -> dict:
+        """Tail-latency metrics of the run since the last fresh reset (paper Section 6 metric; issue 7 item 5).
+
+        Does not change the environment's state. Requests still in flight are not counted (the last
+        buckets hold only the requests completed so far), so the result equals
+        ``bucketed_p95(log[:, 1], log[:, 2])`` on the full request log of the same run.
+
+        Returns:
+            A dict of plain floats/ints: ``bucketed_p95_ms`` (mean over ``metric_bucket_ms`` (5-minute) buckets
+            of request arrivals of each non-empty bucket's p95 latency, ms; None before any completion),
+            ``mean_step_p95_ms`` (mean of the per-step p95 latencies ``info["p95_ms"]``, forced steps included,
+            ms; None before the first step), ``buckets`` (number of non-empty buckets), ``forced_fraction``
+            (fraction of steps whose action the safety rule forced), ``completions`` (requests completed).
+        """
+        vals = self.bucket_p95s()
+        steps = self._steps
+        return {"bucketed_p95_ms": float(vals.mean()) if vals.size else None,
+                "mean_step_p95_ms": self._p95_sum / steps if steps else None,
+                "buckets": int(vals.size),
+                "forced_fraction": self._forced_steps / steps if steps else 0.0,
+                "completions": int(self.sim.counters["completions"])}
 
     @property
     def unsafe(self) -> bool:
@@ -259,6 +387,10 @@ class StragglerMitigationEnv(gym.Env):
         dur = float(sf[0] - start)
         _features(sim.q, sim.qint, dur, float(si[11]), sf[5], sf[6], self._hist, self._ema, es, _BETAS, self._obs)
         self._steps += 1
+        self._p95_sum += p95
+        self._forced_steps += forced
+        if self._steps % METRIC_DRAIN_STEPS == 0:
+            self._fold_log()
         reward = -p95 / self.reward_scale
         if forced:
             reward *= self.unsafe_penalty
@@ -273,14 +405,19 @@ class StragglerMitigationEnv(gym.Env):
 
     # ------------------------------------------------------------------ checkpointing
     def get_state(self) -> dict:
-        """Dynamics (simulator), workload position, observation history, safety flag and ``np_random`` state.
+        """Dynamics (simulator), workload position, observation history, safety flag, ``np_random`` state and
+        the run-metric accumulators.
 
         Returns:
             A dict of NumPy arrays and plain Python values.
         """
         return {"sim": self.sim.get_state(), "obs": self._obs.copy(), "hist": self._hist.copy(),
                 "ema": self._ema.copy(), "es": self._es.copy(), "steps": int(self._steps),
-                "np_random": self.np_random.bit_generator.state, "started": bool(self._started)}
+                "np_random": self.np_random.bit_generator.state, "started": bool(self._started),
+                "metrics": {"p95_sum": float(self._p95_sum), "forced_steps": int(self._forced_steps),
+                            "log_read": int(self._log_read), "open_arr": self._open_arr.copy(),
+                            "open_lat": self._open_lat.copy(), "closed_p95": self._closed_p95.copy(),
+                            "closed_upto": int(self._closed_upto)}}
 
     def set_state(self, state: dict) -> None:
         """Restore a state from :meth:`get_state` (same workload and constructor arguments).
@@ -299,6 +436,12 @@ class StragglerMitigationEnv(gym.Env):
         self._steps = int(state["steps"])
         self._started = bool(state.get("started", True))
         self.np_random.bit_generator.state = state["np_random"]
+        m = state["metrics"]
+        self._p95_sum, self._forced_steps = float(m["p95_sum"]), int(m["forced_steps"])
+        self._log_read, self._closed_upto = int(m["log_read"]), int(m["closed_upto"])
+        self._open_arr = np.array(m["open_arr"], np.float64).reshape(-1)
+        self._open_lat = np.array(m["open_lat"], np.float64).reshape(-1)
+        self._closed_p95 = np.array(m["closed_p95"], np.float64).reshape(-1)
 
 
 def make_straggler_env(**kwargs) -> StragglerMitigationEnv:

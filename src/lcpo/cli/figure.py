@@ -1,0 +1,89 @@
+"""``lcpo figure``: reproduce the paper's figures.
+
+``lcpo figure gridworld --out DIR [--scale F] [--seeds N] [--workers W]`` runs A2C, tabular A2C and LCPO on the
+trap grid world schedule (paper Figure 1; :mod:`lcpo.gridworld_experiment`) and writes to ``DIR``:
+
+* ``gridworld.png``: the three panels (episodic return; the two total-variation distances; trap periods shaded);
+* ``gridworld.csv``: one row per agent, seed and epoch (:data:`lcpo.gridworld_experiment.COLUMNS`);
+* ``acceptance.json``: the measured acceptance numbers of issue 4 and whether each criterion holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+__all__ = ["add_parser", "run_gridworld"]
+
+
+def _scale(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--scale must be a number in (0, 1], got {text!r}") from None
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"--scale must be a number in (0, 1], got {text!r}")
+    return v
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return v
+
+
+def add_parser(subparsers) -> None:
+    """Add ``lcpo figure`` (with the ``gridworld`` figure) to the ``lcpo`` command's subparsers."""
+    from lcpo.gridworld_experiment import default_workers
+
+    p = subparsers.add_parser("figure", help="reproduce a figure of the paper",
+                              description="Reproduce a figure of the paper (PNG + the numbers as CSV).")
+    sub = p.add_subparsers(dest="figure", metavar="FIGURE")
+    g = sub.add_parser("gridworld", help="paper Figure 1: forgetting in the trap grid world",
+                       description="Run A2C, tabular A2C and LCPO on the trap grid world (no trap 4K epochs, trap "
+                                   "12K, no trap 4K; 200 steps per epoch, scaled by --scale) and write "
+                                   "gridworld.png, gridworld.csv and acceptance.json to --out.")
+    g.add_argument("--out", required=True, type=Path, help="output folder (created if missing)")
+    g.add_argument("--scale", type=_scale, default=1.0,
+                   help="multiply the three phase lengths by F in (0, 1] (default 1: the paper's 20K epochs)")
+    g.add_argument("--seeds", type=_positive_int, default=4, help="seeds per agent (default 4)")
+    g.add_argument("--workers", type=_positive_int, default=default_workers(),
+                   help="worker processes (default: available CPUs, at most 4)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.set_defaults(func=run_gridworld)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def run_gridworld(args: argparse.Namespace) -> int:
+    """Run the grid world experiment and write the figure, the CSV and the acceptance numbers.
+
+    Returns:
+        0 (errors raise ValueError, reported by :func:`lcpo.cli.main.main`).
+    """
+    from lcpo.gridworld_experiment import acceptance, plot_gridworld, run_experiment
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    progress = None
+    if not args.no_progress:
+        from tqdm import tqdm
+
+        def progress(it, total):
+            return tqdm(it, total=total, desc="grid world runs", unit="run")
+
+    df = run_experiment(scale=args.scale, seeds=args.seeds, workers=args.workers, progress=progress)
+    df.to_csv(out / "gridworld.csv", index=False)
+    png = plot_gridworld(df, out / "gridworld.png")
+    acc = acceptance(df)
+    report = {"scale": args.scale, "seeds": args.seeds, "numbers": dataclasses.asdict(acc), "checks": acc.checks()}
+    (out / "acceptance.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {png}, {out / 'gridworld.csv'} and {out / 'acceptance.json'}")
+    for name, ok in report["checks"].items():
+        print(f"  {'ok  ' if ok else 'FAIL'} {name}")
+    return 0

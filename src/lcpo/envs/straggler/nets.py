@@ -1,0 +1,200 @@
+"""The permutation-invariant network of the straggler environment (paper Section 6 / Appendix; spec
+``shared/specs/straggler.md``, "Hyperparameters in the paper").
+
+The servers are interchangeable, so the policy and the critic should not depend on which server holds which
+queue. The network is a Deep-Sets model over the servers:
+
+- ``phi``: an MLP ``2 -> 32 -> 16 -> 1`` (ReLU) applied to each server's pair (queue length at step end,
+  time-averaged queue length during the step), observation entries ``j`` and ``N + j``;
+- the ``N`` outputs of ``phi`` are averaged over the servers (one value);
+- ``rho``: an MLP ``13 -> 32 -> 16 -> out_dim`` (ReLU) on that average concatenated with the 12 other
+  observation entries (``2N .. 2N+11``: rates, sizes, load, EMAs, unsafe flag).
+
+Queue scaling: queue lengths are counts from 0 to thousands under overload (the safety rule trips at 50). They
+enter ``phi`` as ``log1p(q)`` (``log(1 + q)``: 0 stays 0, 1 -> 0.69, 3 -> 1.39, 50 -> 3.93, 10^4 -> 9.2), which
+keeps the typical 0-5 range well resolved and bounds the inputs when the system overloads. The other 12
+entries are already normalized by the environment (about 1 in typical operation) and enter ``rho`` unchanged.
+
+Exact invariance: before ``phi`` the servers are sorted by (queue, average queue) with a stable sort, so a
+permutation of the servers gives bit-identical ``phi`` inputs in the same positions and therefore
+bit-identical outputs (not only equal up to floating-point summation order). Sorting is piecewise a
+permutation of the inputs, so gradients with respect to the weights are unchanged by it.
+
+Registered in :data:`lcpo.nets.NETWORKS` as ``"perm-invariant"``; the environment sets
+``default_network = "perm-invariant"``, so A2C, TRPO, LCPO, DDQN and SAC use it when their ``network``
+hyperparameter is ``"auto"``.
+
+Acting: :class:`NumpyPermInvariantPolicy` is an allocation-light NumPy mirror of a policy with this body for the
+per-step hot path (about 10x faster than torch inference on one observation), with the interface of
+:class:`lcpo.nets.NumpyPolicy` (``sync``, ``logits``, ``sample``, ``greedy``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from lcpo.nets import mlp
+
+__all__ = ["N_OTHER_FEATURES", "NumpyPermInvariantPolicy", "PermInvariantNet", "perm_invariant_body"]
+
+#: Observation entries after the ``2 N`` per-server entries (spec: 12).
+N_OTHER_FEATURES = 12
+
+
+class PermInvariantNet(nn.Module):
+    """Deep-Sets network ``rho([mean_j phi(log1p q_j, log1p qbar_j), other features])``.
+
+    Args:
+        n_servers: ``N``; the input has ``2 N + 12`` entries (queues ``0..N-1``, average queues ``N..2N-1``,
+            then the 12 other features).
+        out_dim: output size (``9`` logits for the straggler actor, ``1`` for a critic, ``9`` Q-values).
+        phi_hidden: hidden sizes of ``phi`` (paper: ``(32, 16)``; ``phi`` outputs 1 value).
+        rho_hidden: hidden sizes of ``rho`` (paper: ``(32, 16)``).
+
+    Shapes:
+        ``forward(obs (B, 2N + 12) float32) -> (B, out_dim) float32``.
+
+    Raises:
+        ValueError: ``n_servers < 1`` or ``out_dim < 1``; in ``forward``, an input whose last dimension is not
+            ``2 N + 12`` or that is not 2-D.
+    """
+
+    def __init__(self, n_servers: int, out_dim: int, phi_hidden: Sequence[int] = (32, 16),
+                 rho_hidden: Sequence[int] = (32, 16)):
+        super().__init__()
+        if int(n_servers) < 1:
+            raise ValueError(f"n_servers must be >= 1, got {n_servers!r}")
+        if int(out_dim) < 1:
+            raise ValueError(f"out_dim must be >= 1, got {out_dim!r}")
+        self.n_servers, self.out_dim = int(n_servers), int(out_dim)
+        self.obs_dim = 2 * self.n_servers + N_OTHER_FEATURES
+        self.phi = mlp([2, *phi_hidden, 1])
+        self.rho = mlp([1 + N_OTHER_FEATURES, *rho_hidden, self.out_dim])
+
+    def server_features(self, obs: torch.Tensor) -> torch.Tensor:
+        """``(B, N, 2)`` per-server inputs of ``phi``: ``log1p`` of (queue, average queue), servers sorted by
+        (queue, average queue) ascending (stable), which makes the network exactly permutation invariant."""
+        n = self.n_servers
+        q = torch.log1p(obs[:, :n])
+        qbar = torch.log1p(obs[:, n:2 * n])
+        # lexicographic sort: by the secondary key first, then a stable sort by the primary key
+        idx = torch.sort(qbar, dim=1, stable=True).indices
+        q_by_qbar = torch.gather(q, 1, idx)
+        idx = torch.gather(idx, 1, torch.sort(q_by_qbar, dim=1, stable=True).indices)
+        return torch.stack((torch.gather(q, 1, idx), torch.gather(qbar, 1, idx)), dim=-1)
+
+    def fast_policy(self, policy) -> NumpyPermInvariantPolicy:
+        """The NumPy acting mirror of ``policy`` (a ``CategoricalPolicy`` with this module as its body), for
+        a ``make_fast_policy`` that asks the body for one."""
+        return NumpyPermInvariantPolicy(policy)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if obs.dim() != 2 or obs.shape[1] != self.obs_dim:
+            raise ValueError(f"PermInvariantNet for {self.n_servers} servers expects observations of shape "
+                             f"(B, {self.obs_dim}), got {tuple(obs.shape)}")
+        pooled = self.phi(self.server_features(obs)).mean(dim=1)  # (B, 1)
+        return self.rho(torch.cat((pooled, obs[:, 2 * self.n_servers:]), dim=1))
+
+
+def perm_invariant_body(env, obs_dim: int, out_dim: int, hidden: Sequence[int] = (64, 64)) -> PermInvariantNet:
+    """Factory of :data:`lcpo.nets.NETWORKS` ``"perm-invariant"``: the paper's sizes for the straggler env.
+
+    Args:
+        env: the straggler environment (``env.unwrapped.n_servers`` gives ``N``; without it ``N`` is
+            inferred as ``(obs_dim - 12) / 2``).
+        obs_dim: observation size, ``2 N + 12``.
+        out_dim: output size.
+        hidden: ignored (the MLP hidden sizes of the agents do not apply; the paper fixes ``phi`` and ``rho``
+            at ``(32, 16)``; build :class:`PermInvariantNet` directly for other sizes).
+
+    Raises:
+        ValueError: ``obs_dim`` is not ``2 N + 12`` for the environment's ``N`` (or for any ``N >= 1``).
+    """
+    n = getattr(getattr(env, "unwrapped", env), "n_servers", None)
+    if n is None:
+        if obs_dim < 2 + N_OTHER_FEATURES or (obs_dim - N_OTHER_FEATURES) % 2:
+            raise ValueError(f"perm-invariant network: obs_dim {obs_dim} is not 2 N + {N_OTHER_FEATURES}")
+        n = (obs_dim - N_OTHER_FEATURES) // 2
+    if obs_dim != 2 * int(n) + N_OTHER_FEATURES:
+        raise ValueError(f"perm-invariant network: obs_dim {obs_dim} does not match 2 N + {N_OTHER_FEATURES} "
+                         f"for N = {n} servers")
+    return PermInvariantNet(int(n), out_dim)
+
+
+def _linears(seq: nn.Sequential) -> list[nn.Linear]:
+    return [m for m in seq if isinstance(m, nn.Linear)]
+
+
+class NumpyPermInvariantPolicy:
+    """NumPy forward pass and Gumbel-max sampler mirroring a ``CategoricalPolicy`` whose body is a
+    :class:`PermInvariantNet` (same interface as :class:`lcpo.nets.NumpyPolicy`).
+
+    Logits agree with the torch policy to float32 rounding (not bit for bit). Call :meth:`sync` after every
+    parameter change.
+
+    Args:
+        policy: a :class:`lcpo.nets.CategoricalPolicy` with a :class:`PermInvariantNet` body.
+
+    Raises:
+        TypeError: the policy's body is not a :class:`PermInvariantNet`.
+    """
+
+    def __init__(self, policy):
+        body = getattr(policy, "body", None)
+        if not isinstance(body, PermInvariantNet):
+            raise TypeError(f"NumpyPermInvariantPolicy needs a PermInvariantNet body, got {type(body).__name__}")
+        self.policy, self.body = policy, body
+        self.dims, self.bins = policy.dims, policy.bins
+        self._phi = _linears(body.phi)
+        self._rho = _linears(body.rho)
+        self.phi_w = [np.zeros((m.in_features, m.out_features), np.float32) for m in self._phi]
+        self.phi_b = [np.zeros(m.out_features, np.float32) for m in self._phi]
+        self.rho_w = [np.zeros((m.in_features, m.out_features), np.float32) for m in self._rho]
+        self.rho_b = [np.zeros(m.out_features, np.float32) for m in self._rho]
+        n = body.n_servers
+        self._pairs = np.zeros((n, 2), np.float32)
+        self._x = np.zeros(1 + N_OTHER_FEATURES, np.float32)
+        self.sync()
+
+    def sync(self) -> None:
+        """Copy the torch weights into the NumPy arrays (in place)."""
+        with torch.no_grad():
+            for lins, ws, bs in ((self._phi, self.phi_w, self.phi_b), (self._rho, self.rho_w, self.rho_b)):
+                for lin, w, b in zip(lins, ws, bs):
+                    w[...] = lin.weight.detach().numpy().T
+                    b[...] = lin.bias.detach().numpy()
+
+    @staticmethod
+    def _mlp(x: np.ndarray, ws: list[np.ndarray], bs: list[np.ndarray]) -> np.ndarray:
+        last = len(ws) - 1
+        for i, (w, b) in enumerate(zip(ws, bs)):
+            x = x @ w
+            x += b
+            if i < last:
+                np.maximum(x, 0.0, out=x)
+        return x
+
+    def logits(self, obs: np.ndarray) -> np.ndarray:
+        """``(D, K)`` float32 logits of one observation ``(2N + 12,)``."""
+        n = self.body.n_servers
+        obs = np.asarray(obs, np.float32)
+        pairs = self._pairs
+        np.log1p(obs[:n], out=pairs[:, 0])
+        np.log1p(obs[n:2 * n], out=pairs[:, 1])
+        pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+        x = self._x
+        x[0] = self._mlp(pairs, self.phi_w, self.phi_b).mean()
+        x[1:] = obs[2 * n:]
+        return self._mlp(x, self.rho_w, self.rho_b).reshape(self.dims, self.bins)
+
+    def sample(self, obs: np.ndarray, gumbel: np.ndarray) -> np.ndarray:
+        """Draw an action ``(D,)`` int64 via Gumbel-max with pre-drawn noise ``gumbel (D * K,)`` float32."""
+        return (self.logits(obs) + gumbel.reshape(self.dims, self.bins)).argmax(axis=1)
+
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        """Most probable action ``(D,)`` int64."""
+        return self.logits(obs).argmax(axis=1)

@@ -1,0 +1,152 @@
+"""The permutation-invariant network: exact invariance, the paper's architecture, the NumPy mirror, wiring."""
+
+import numpy as np
+import pytest
+import torch
+
+from lcpo.agents import A2C, LCPO
+from lcpo.envs.straggler import StragglerMitigationEnv
+from lcpo.envs.straggler.nets import (
+    NumpyPermInvariantPolicy,
+    PermInvariantNet,
+    perm_invariant_body,
+)
+from lcpo.nets import CategoricalPolicy, make_actor_critic, make_body, make_fast_policy
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Small networks on a shared 2-core machine: intra-op threads only add contention."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _obs(batch=64, n=10, seed=0):
+    """Observations with integer queues (many ties), float average queues and 12 other features."""
+    rng = np.random.default_rng(seed)
+    q = rng.integers(0, 4, (batch, n)).astype(np.float32)
+    q[:4] = rng.integers(0, 200, (4, n))  # a few overloaded rows
+    qbar = rng.gamma(1.0, 1.5, (batch, n)).astype(np.float32)
+    qbar[:, 3] = qbar[:, 5]  # exact ties in the average queue too
+    other = rng.uniform(0, 2, (batch, 12)).astype(np.float32)
+    return np.concatenate([q, qbar, other], axis=1)
+
+
+def _permute(x, perm, n=10):
+    y = x.copy()
+    y[:, :n] = x[:, :n][:, perm]
+    y[:, n:2 * n] = x[:, n:2 * n][:, perm]
+    return y
+
+
+@pytest.mark.parametrize("out_dim", [9, 1])
+def test_output_is_bit_identical_under_every_tried_server_permutation(out_dim):
+    torch.manual_seed(0)
+    net = PermInvariantNet(10, out_dim)
+    x = _obs()
+    ref = net(torch.from_numpy(x))
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        perm = rng.permutation(10)
+        assert torch.equal(net(torch.from_numpy(_permute(x, perm))), ref)
+    # per-row permutations (each sample permuted differently) too
+    y = x.copy()
+    for i in range(len(y)):
+        y[i:i + 1] = _permute(x[i:i + 1], rng.permutation(10))
+    assert torch.equal(net(torch.from_numpy(y)), ref)
+
+
+def test_network_is_the_papers_deep_sets_formula():
+    """rho([mean_j phi(log1p q_j, log1p qbar_j), other 12]) computed directly, without the sorting step."""
+    torch.manual_seed(3)
+    net = PermInvariantNet(10, 9)
+    assert [m.in_features for m in net.phi if isinstance(m, torch.nn.Linear)] == [2, 32, 16]
+    assert [m.out_features for m in net.phi if isinstance(m, torch.nn.Linear)] == [32, 16, 1]
+    assert [m.in_features for m in net.rho if isinstance(m, torch.nn.Linear)] == [13, 32, 16]
+    assert [m.out_features for m in net.rho if isinstance(m, torch.nn.Linear)] == [32, 16, 9]
+    x = torch.from_numpy(_obs(seed=5))
+    pairs = torch.stack((torch.log1p(x[:, :10]), torch.log1p(x[:, 10:20])), dim=-1)  # (B, 10, 2)
+    pooled = net.phi(pairs).mean(dim=1)
+    expected = net.rho(torch.cat((pooled, x[:, 20:]), dim=1))
+    torch.testing.assert_close(net(x), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_output_depends_on_queues_and_on_the_other_features():
+    torch.manual_seed(0)
+    net = PermInvariantNet(10, 9)
+    x = torch.from_numpy(_obs(batch=8))
+    base = net(x)
+    y = x.clone()
+    y[:, 0] += 5.0
+    assert not torch.allclose(net(y), base)
+    z = x.clone()
+    z[:, 25] += 1.0
+    assert not torch.allclose(net(z), base)
+
+
+def test_gradients_reach_phi_and_rho():
+    torch.manual_seed(0)
+    net = PermInvariantNet(10, 1)
+    net(torch.from_numpy(_obs())).sum().backward()
+    for name, p in net.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+    assert net.phi[0].weight.grad.abs().sum() > 0 and net.rho[0].weight.grad.abs().sum() > 0
+
+
+def test_factory_and_auto_kind_use_the_environment():
+    env = StragglerMitigationEnv("constant-60x28")
+    assert env.default_network == "perm-invariant"
+    body = make_body(env, 32, 9)
+    assert isinstance(body, PermInvariantNet) and body.n_servers == 10 and body.out_dim == 9
+    actor, critic = make_actor_critic(env, 32, 1, 9)
+    assert isinstance(actor.body, PermInvariantNet) and isinstance(critic.body, PermInvariantNet)
+    assert critic(torch.zeros(3, 32)).shape == (3,)
+    small = StragglerMitigationEnv("constant-60x28", n_servers=4)
+    assert perm_invariant_body(small, 20, 9, (64, 64)).n_servers == 4
+    for agent_cls in (A2C, LCPO):
+        agent = agent_cls(env, seed=0, detector="mahalanobis", ood_threshold=24.0) if agent_cls is LCPO \
+            else agent_cls(env, seed=0)
+        assert isinstance(agent.actor.body, PermInvariantNet)
+        assert isinstance(agent_cls(env, seed=0, network="mlp").actor.body, torch.nn.Sequential)
+
+
+def test_bad_shapes_raise_clear_errors():
+    env = StragglerMitigationEnv("constant-60x28")
+    with pytest.raises(ValueError, match="obs_dim 30"):
+        perm_invariant_body(env, 30, 9)
+    with pytest.raises(ValueError, match="obs_dim 31"):
+        perm_invariant_body(object(), 31, 9)
+    net = PermInvariantNet(10, 9)
+    with pytest.raises(ValueError, match=r"\(B, 32\)"):
+        net(torch.zeros(2, 30))
+    with pytest.raises(ValueError, match="n_servers"):
+        PermInvariantNet(0, 9)
+    with pytest.raises(TypeError, match="PermInvariantNet"):
+        NumpyPermInvariantPolicy(CategoricalPolicy(32, 1, 9))
+
+
+def test_numpy_mirror_matches_torch_and_is_exactly_invariant():
+    torch.manual_seed(0)
+    policy = CategoricalPolicy(32, 1, 9, body=PermInvariantNet(10, 9))
+    fast = NumpyPermInvariantPolicy(policy)
+    x = _obs(batch=16, seed=2)
+    with torch.no_grad():
+        ref = policy(torch.from_numpy(x)).numpy()
+    for i in range(len(x)):
+        np.testing.assert_allclose(fast.logits(x[i]), ref[i], rtol=1e-5, atol=1e-6)
+        perm = np.random.default_rng(i).permutation(10)
+        np.testing.assert_array_equal(fast.logits(_permute(x[i:i + 1], perm)[0]), fast.logits(x[i]))
+        assert fast.greedy(x[i])[0] == ref[i, 0].argmax()
+    # sync picks up new weights; sample with zero noise is the greedy action
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(0.1)
+        ref2 = policy(torch.from_numpy(x[:1])).numpy()[0]
+    fast.sync()
+    np.testing.assert_allclose(fast.logits(x[0]), ref2, rtol=1e-5, atol=1e-6)
+    assert fast.sample(x[0], np.zeros(9, np.float32))[0] == ref2[0].argmax()
+    # the generic fast path falls back to torch for this body (not a plain MLP); the body offers the mirror
+    assert type(make_fast_policy(policy)).__name__ in ("TorchPolicy", "NumpyPermInvariantPolicy")
+    assert isinstance(policy.body.fast_policy(policy), NumpyPermInvariantPolicy)
