@@ -12,14 +12,14 @@ from dataclasses import dataclass
 
 import torch
 
-from lcpo.agents.base import OnPolicyAgent
+from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters
 from lcpo.nets import CategoricalPolicy
 
 __all__ = ["A2C", "A2CHyperparameters"]
 
 
 @dataclass(frozen=True)
-class A2CHyperparameters:
+class A2CHyperparameters(OnPolicyHyperparameters):
     """A2C settings (paper Table 11 defaults).
 
     Attributes:
@@ -36,16 +36,7 @@ class A2CHyperparameters:
         entropy_coef: entropy bonus weight (0: the paper's A2C has no entropy bonus).
     """
 
-    hidden: tuple[int, ...] = (64, 64)
-    actor_lr: float = 4e-4
-    critic_lr: float = 1e-3
-    weight_decay: float = 1e-4
-    gamma: float = 0.99
-    gae_lambda: float = 0.9
-    rollout_steps: int = 200
-    max_grad_norm: float = 0.5
     entropy_coef: float = 0.0
-    network: str = "auto"
 
 
 class A2C(OnPolicyAgent):

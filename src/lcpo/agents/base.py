@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 import math
 from pathlib import Path
 from typing import ClassVar
@@ -23,7 +24,7 @@ from lcpo.threads import limit_threads
 from lcpo.memory.rollout import RolloutBuffer
 from lcpo.nets import action_shape_of, make_actor_critic, make_fast_policy
 
-__all__ = ["Agent", "OnPolicyAgent", "resolve_hyperparameters"]
+__all__ = ["Agent", "OnPolicyAgent", "OnPolicyHyperparameters", "resolve_hyperparameters"]
 
 
 def resolve_hyperparameters(cls, base=None, overrides: dict | None = None):
@@ -54,6 +55,34 @@ def resolve_hyperparameters(cls, base=None, overrides: dict | None = None):
             v = type(default)(v) if not (isinstance(default, int) and isinstance(v, float) and not v.is_integer()) else v
         clean[k] = v
     return dataclasses.replace(hp, **clean)
+
+
+@dataclass(frozen=True)
+class OnPolicyHyperparameters:
+    """Settings every on-policy agent shares (paper Table 11 defaults); each agent's dataclass extends it.
+
+    Attributes:
+        hidden: hidden layer sizes of actor and critic (ReLU MLPs).
+        actor_lr: Adam learning rate of the actor.
+        critic_lr: Adam learning rate of the critic.
+        weight_decay: Adam L2 weight decay of both networks.
+        gamma: discount per step (overridden per step by an environment's ``info["gamma"]``).
+        gae_lambda: GAE lambda.
+        rollout_steps: transitions per update.
+        max_grad_norm: gradient-norm clip of each network's step.
+        network: ``"auto"`` (the environment's ``default_network``, else ``"mlp"``), ``"mlp"``, or a kind
+            registered in :data:`lcpo.nets.NETWORKS` (e.g. ``"perm-invariant"``).
+    """
+
+    hidden: tuple[int, ...] = (64, 64)
+    actor_lr: float = 4e-4
+    critic_lr: float = 1e-3
+    weight_decay: float = 1e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.9
+    rollout_steps: int = 200
+    max_grad_norm: float = 0.5
+    network: str = "auto"
 
 
 class Agent:
@@ -219,7 +248,8 @@ class OnPolicyAgent(Agent):
         self.rollout.add(tr.obs, tr.action, tr.reward, tr.next_obs, tr.terminated, tr.truncated, gamma, mask)
         self.steps += 1
         if self.rollout.full:
-            diag = self.update()
+            with limit_threads(self.threads):  # also when driven through act/observe by a live system
+                diag = self.update()
             self.rollout.reset()
             self.fast_actor.sync()
             self.updates += 1

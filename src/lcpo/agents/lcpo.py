@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lcpo.agents.base import OnPolicyAgent
+from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters
 from lcpo.envs.context import get_context_spec
 from lcpo.memory.reservoir import ReservoirBuffer
 from lcpo.nets import CategoricalPolicy
@@ -36,7 +36,7 @@ __all__ = ["LCPO", "LCPOHyperparameters"]
 
 
 @dataclass(frozen=True)
-class LCPOHyperparameters:
+class LCPOHyperparameters(OnPolicyHyperparameters):
     """LCPO settings (paper Table 11 defaults; spec ``windy-gym.md``).
 
     Attributes:
@@ -67,14 +67,6 @@ class LCPOHyperparameters:
         entropy_lr: Adam learning rate of theta_e.
     """
 
-    hidden: tuple[int, ...] = (64, 64)
-    actor_lr: float = 4e-4
-    critic_lr: float = 1e-3
-    weight_decay: float = 1e-4
-    gamma: float = 0.99
-    gae_lambda: float = 0.9
-    rollout_steps: int = 200
-    max_grad_norm: float = 0.5
     c_anchor: float = 1e-4
     c_recent: float = 0.1
     damping: float = 0.1
@@ -90,7 +82,6 @@ class LCPOHyperparameters:
     entropy_base: float = 0.03
     entropy_target: float = 0.1
     entropy_lr: float = 1e-3
-    network: str = "auto"
 
 
 class LCPO(OnPolicyAgent):

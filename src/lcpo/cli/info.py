@@ -10,8 +10,16 @@ __all__ = ["add_parsers", "hyperparameter_docs"]
 
 
 def hyperparameter_docs(cls) -> dict[str, str]:
-    """Field descriptions parsed from a hyperparameter dataclass's ``Attributes:`` docstring section."""
-    doc = inspect.getdoc(cls) or ""
+    """Field descriptions from the ``Attributes:`` docstring sections of a hyperparameter dataclass and its bases
+    (a subclass's description of a field wins)."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        out.update(_attribute_docs(klass.__dict__.get("__doc__") or ""))
+    return out
+
+
+def _attribute_docs(doc: str) -> dict[str, str]:
+    doc = inspect.cleandoc(doc)
     out, current = {}, None
     in_attrs = False
     for line in doc.splitlines():
