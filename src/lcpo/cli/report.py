@@ -1,0 +1,62 @@
+"""``lcpo report RUNS_DIR --out DIR``: the paper's tables and figures from a sweep folder."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+__all__ = ["add_parser", "build_parser", "main", "run"]
+
+_DESCRIPTION = """Write report.md, CSV tables (mean lifelong return with bootstrap confidence intervals across
+seeds, ranks, normalized returns, ablations) and PNG figures (normalized-return CDF, ablations, return and
+context over time) for a sweep folder written by `lcpo sweep`."""
+
+
+def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("runs_dir", help="sweep folder (the --out of `lcpo sweep`)")
+    parser.add_argument("--out", default=None, help="report folder (default: RUNS_DIR/report)")
+    parser.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap generator seed (default 0)")
+    parser.add_argument("--title", default=None, help="report heading")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``report`` command to an ``argparse`` subparsers object; returns its parser."""
+    return _configure(subparsers.add_parser("report", help="tables and figures from a sweep folder",
+                                            description=_DESCRIPTION))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """A standalone parser (``python -m lcpo.cli.report``)."""
+    return _configure(argparse.ArgumentParser(prog="lcpo report", description=_DESCRIPTION))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute a parsed ``report`` command; returns the exit status (2 for a missing or bad sweep folder)."""
+    from pathlib import Path
+
+    from lcpo.experiments.report import report
+
+    if not 0.0 < args.confidence < 1.0:
+        print(f"lcpo report: error: --confidence must be in (0, 1), got {args.confidence}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path(args.runs_dir) / "report"
+    try:
+        path = report(args.runs_dir, out, confidence=args.confidence, seed=args.seed, title=args.title)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"lcpo report: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"report: {path}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: ``python -m lcpo.cli.report RUNS_DIR --out DIR``."""
+    return run(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""``lcpo sweep CONFIG --out RUNS_DIR``: run a sweep described by a TOML file (see docs/experiments.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from collections.abc import Sequence
+
+__all__ = ["add_parser", "build_parser", "main", "run"]
+
+_DESCRIPTION = """Run every run of a sweep config (env x trace x agent x seed x hyperparameter grid).
+Finished runs (summary.json present) are skipped; interrupted ones resume from their checkpoints; a failed run
+is recorded in its folder's error.json and does not stop the sweep. Writes RUNS_DIR/results.parquet and
+RUNS_DIR/episodes.parquet at the end; then `lcpo report RUNS_DIR --out DIR`."""
+
+
+def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("config", help="sweep config file (.toml), e.g. configs/smoke.toml")
+    parser.add_argument("--out", default=None,
+                        help="sweep folder (default: the config's `out` key, else runs/<config name>)")
+    parser.add_argument("--backend", choices=("local", "dask"), default="local",
+                        help="local: a process pool on this machine (default); dask: Dask distributed")
+    parser.add_argument("--address", default=None,
+                        help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (with --backend dask); "
+                             "default: start a LocalCluster on 127.0.0.1")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="worker processes for the local pool or the LocalCluster (default: one per core)")
+    parser.add_argument("--executor", default="lcpo.run",
+                        help="module providing RunConfig and execute(config, out_dir, resume, progress) "
+                             "(default: lcpo.run)")
+    parser.add_argument("--dry-run", action="store_true", help="validate and list the runs, run nothing")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``sweep`` command to an ``argparse`` subparsers object; returns its parser."""
+    return _configure(subparsers.add_parser("sweep", help="run a sweep of runs from a TOML config",
+                                            description=_DESCRIPTION))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """A standalone parser (``python -m lcpo.cli.sweep``)."""
+    return _configure(argparse.ArgumentParser(prog="lcpo sweep", description=_DESCRIPTION))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute a parsed ``sweep`` command; returns the exit status (1 if any run failed, 2 on a bad config)."""
+    from pathlib import Path
+
+    from lcpo.experiments.config import ConfigError, expand, load_config
+    from lcpo.experiments.runner import run_sweep
+
+    try:
+        cfg = load_config(args.config, executor=args.executor)
+        specs = expand(cfg, executor=args.executor)
+    except ConfigError as exc:
+        print(f"lcpo sweep: error: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out or cfg.out or Path("runs") / cfg.name)
+    if args.dry_run:
+        for spec in specs:
+            print(spec.run_id)
+        print(f"{len(specs)} runs -> {out}", file=sys.stderr)
+        return 0
+    if args.address is not None and args.backend != "dask":
+        print("lcpo sweep: error: --address needs --backend dask", file=sys.stderr)
+        return 2
+    if args.workers is not None and args.workers < 1:
+        print(f"lcpo sweep: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
+        return 2
+    outcomes = run_sweep(specs, out, backend=args.backend, address=args.address, workers=args.workers,
+                         executor=args.executor, name=cfg.name, progress=not args.no_progress)
+    counts = Counter(o.status for o in outcomes)
+    print(f"{len(outcomes)} runs in {out}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    for o in outcomes:
+        if o.status == "failed":
+            print(f"  failed: {o.error}  (see {out / 'runs' / o.run_id / 'error.json'})", file=sys.stderr)
+    print(f"results: {out / 'results.parquet'}; report: lcpo report {out} --out {out / 'report'}")
+    return 1 if counts.get("failed") else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: ``python -m lcpo.cli.sweep CONFIG --out RUNS_DIR ...``."""
+    args = build_parser().parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,448 @@
+"""Sweep configuration files: a data-only TOML grid expanded into run specs with stable ids.
+
+A sweep file describes the cross product env x trace x agent x seed x hyperparameter overrides of a study
+like the paper's (Section 5, appendix F: 5 environments x 4 traces x 12+ agents x up to 25 seeds). It is
+read with :mod:`tomllib` (pure data, never executed) and validated; every error names the offending key,
+e.g. ``overrides.lcpo.ood_treshold``. The format is documented in ``docs/experiments.md``::
+
+    name = "smoke"
+    steps = 2000
+    warmup_steps = 0
+    seeds = 2                          # an integer n means seeds 0..n-1; or a list [0, 3, 7]
+    envs = ["lcpo/WindyPendulum-v0"]
+    traces = ["ndbc-46002"]
+    agents = ["lcpo", "a2c"]
+    trace_length = 5000                # optional; a list makes it a grid axis
+    reset = "end"                      # end | never | every:N
+    checkpoint_every = 1000
+    diagnostics_every = 1000           # optional; rows of diagnostics.csv
+
+    [overrides.lcpo]                   # per-agent hyperparameter grid: every list is an axis
+    ood_threshold = [0.5, 1.0]
+
+    [env_kwargs."lcpo/WindyPendulum-v0"]   # keyword arguments for one environment (not a grid)
+
+    [per_trace."wind-3"]               # optional per-trace steps / trace_length / warmup_steps
+    steps = 8000000                    # (paper: traces 1-2 run 20M steps, traces 3-4 8M)
+
+A list-valued hyperparameter is written as a list of lists (``hidden = [[64, 64]]``), since a bare list
+is a grid axis.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import itertools
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10: the same parser from PyPI
+    import tomli as tomllib
+
+__all__ = [
+    "DEFAULT_EXECUTOR",
+    "ConfigError",
+    "RunSpec",
+    "SweepConfig",
+    "config_hash",
+    "expand",
+    "load_config",
+    "make_run_id",
+    "parse_config",
+    "slug",
+]
+
+#: Module that provides ``RunConfig`` (with ``from_dict``/``to_dict``), ``execute`` and ``AGENTS``.
+DEFAULT_EXECUTOR = "lcpo.run"
+
+_RESET_RE = re.compile(r"^(end|never|every:[1-9][0-9]*)$")
+_TOP_KEYS = {
+    "name", "out", "steps", "warmup_steps", "seeds", "envs", "traces", "agents", "trace_length", "reset",
+    "checkpoint_every", "diagnostics_every", "tensorboard", "overrides", "env_kwargs", "per_trace",
+}
+_REQUIRED = ("steps", "envs", "traces", "agents")
+_PER_TRACE_KEYS = {"steps", "trace_length", "warmup_steps"}
+
+
+class ConfigError(ValueError):
+    """A sweep configuration is malformed; the message starts with the source and the dotted key path."""
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """A validated sweep description (see the module docstring for the file format).
+
+    Attributes:
+        name: sweep name (used in the report title).
+        envs: environment ids (``lcpo/...``), grid axis.
+        traces: trace names or file paths, grid axis.
+        agents: agent names (keys of ``lcpo.run.AGENTS``), grid axis.
+        seeds: run seeds, grid axis.
+        steps: environment steps per run (positive).
+        warmup_steps: steps excluded from the lifelong return (paper: 6M); ``0 <= warmup_steps < steps``.
+        trace_lengths: trace length(s); ``(None,)`` means each trace's default length.
+        reset: reset condition, ``"end"``, ``"never"`` or ``"every:N"``.
+        checkpoint_every: steps between checkpoints (positive).
+        tensorboard: write TensorBoard event files in each run folder.
+        overrides: agent -> hyperparameter -> tuple of values (grid axes, one per hyperparameter).
+        env_kwargs: env id -> keyword arguments (fixed, not a grid).
+        per_trace: trace -> ``{"steps", "trace_length", "warmup_steps"}`` (any subset), overriding the global
+            values for runs on that trace (paper: traces 1-2 run 20M steps, traces 3-4 8M).
+        out: default output folder (the CLI's ``--out`` wins), or ``None``.
+        diagnostics_every: steps per row of each run's ``diagnostics.csv``; ``None`` keeps the executor's
+            default (and leaves the key out of the run config).
+    """
+
+    name: str
+    envs: tuple[str, ...]
+    traces: tuple[str, ...]
+    agents: tuple[str, ...]
+    seeds: tuple[int, ...]
+    steps: int
+    warmup_steps: int = 0
+    trace_lengths: tuple[int | None, ...] = (None,)
+    reset: str = "end"
+    checkpoint_every: int = 50_000
+    tensorboard: bool = False
+    overrides: Mapping[str, Mapping[str, tuple[Any, ...]]] = field(default_factory=dict)
+    env_kwargs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    per_trace: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    out: str | None = None
+    diagnostics_every: int | None = None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a sweep.
+
+    Attributes:
+        run_id: folder name, ``<readable name>-<8 hex digits of the config hash>``; stable across machines and
+            Python versions for the same resolved config.
+        config: the resolved run config in ``RunConfig.to_dict`` form (JSON-serialisable).
+    """
+
+    run_id: str
+    config: Mapping[str, Any]
+
+
+def _err(source: str, key: str, msg: str) -> ConfigError:
+    return ConfigError(f"{source}: {key}: {msg}")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_int(source: str, key: str, v: Any, minimum: int) -> int:
+    if not _is_int(v):
+        raise _err(source, key, f"expected an integer, got {v!r} ({type(v).__name__})")
+    if v < minimum:
+        raise _err(source, key, f"expected an integer >= {minimum}, got {v}")
+    return int(v)
+
+
+def _str_list(source: str, key: str, v: Any) -> tuple[str, ...]:
+    items = [v] if isinstance(v, str) else v
+    if not isinstance(items, list) or not items:
+        raise _err(source, key, f"expected a string or a non-empty list of strings, got {v!r}")
+    for i, item in enumerate(items):
+        if not isinstance(item, str) or not item:
+            raise _err(source, f"{key}[{i}]", f"expected a non-empty string, got {item!r}")
+    if len(set(items)) != len(items):
+        raise _err(source, key, f"duplicate entries in {items!r}")
+    return tuple(items)
+
+
+def _check_value(source: str, key: str, v: Any) -> Any:
+    """Reject values that cannot be a hyperparameter (non-finite floats, tables, datetimes)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        raise _err(source, key, f"non-finite value {v!r}")
+    if isinstance(v, list):
+        return [_check_value(source, f"{key}[{i}]", x) for i, x in enumerate(v)]
+    if not isinstance(v, (str, int, float, bool, list)):
+        raise _err(source, key, f"unsupported value {v!r} ({type(v).__name__}); use numbers, strings, "
+                                "booleans or lists")
+    return v
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+def _known_names(executor: str) -> tuple[set[str] | None, set[str] | None]:
+    """Agent names from ``<executor>.AGENTS`` and env ids from ``lcpo.envs.ENV_IDS``, where importable."""
+    agents = envs = None
+    if _importable(executor):
+        agents = set(getattr(importlib.import_module(executor), "AGENTS", {}) or ()) or None
+    try:
+        from lcpo.envs import ENV_IDS
+        envs = set(ENV_IDS)
+    except ImportError:  # pragma: no cover - envs is part of the package
+        envs = None
+    return agents, envs
+
+
+def parse_config(data: Mapping[str, Any], source: str = "<config>",
+                 executor: str = DEFAULT_EXECUTOR) -> SweepConfig:
+    """Validate a parsed sweep table and build a :class:`SweepConfig`.
+
+    Args:
+        data: the parsed TOML document (a mapping of plain values).
+        source: name used in error messages (usually the file path).
+        executor: module whose ``AGENTS`` lists valid agent names (checked when the module is importable).
+
+    Returns:
+        The validated config.
+
+    Raises:
+        ConfigError: for an unknown or missing key, a wrong type, a non-finite number, an unknown agent or env
+            name, an override/env_kwargs/per_trace table for an agent, env or trace not in the grid, or
+            ``warmup_steps >= steps``; the message names the key.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: expected a table at the top level, got {type(data).__name__}")
+    for key in data:
+        if key not in _TOP_KEYS:
+            raise _err(source, key, f"unknown key; valid keys are {sorted(_TOP_KEYS)}")
+    for key in _REQUIRED:
+        if key not in data:
+            raise _err(source, key, "missing required key")
+
+    name = data.get("name", Path(source).stem if source != "<config>" else "sweep")
+    if not isinstance(name, str) or not name:
+        raise _err(source, "name", f"expected a non-empty string, got {name!r}")
+    out = data.get("out")
+    if out is not None and (not isinstance(out, str) or not out):
+        raise _err(source, "out", f"expected a non-empty string, got {out!r}")
+
+    steps = _check_int(source, "steps", data["steps"], 1)
+    warmup = _check_int(source, "warmup_steps", data.get("warmup_steps", 0), 0)
+    checkpoint_every = _check_int(source, "checkpoint_every", data.get("checkpoint_every", 50_000), 1)
+    diagnostics_every = data.get("diagnostics_every")
+    if diagnostics_every is not None:
+        diagnostics_every = _check_int(source, "diagnostics_every", diagnostics_every, 1)
+    tensorboard = data.get("tensorboard", False)
+    if not isinstance(tensorboard, bool):
+        raise _err(source, "tensorboard", f"expected true or false, got {tensorboard!r}")
+    reset = data.get("reset", "end")
+    if not isinstance(reset, str) or not _RESET_RE.match(reset):
+        raise _err(source, "reset", f"expected 'end', 'never' or 'every:N' (N >= 1), got {reset!r}")
+
+    seeds_raw = data.get("seeds", 1)
+    if _is_int(seeds_raw):
+        seeds = tuple(range(_check_int(source, "seeds", seeds_raw, 1)))
+    elif isinstance(seeds_raw, list) and seeds_raw:
+        seeds = tuple(_check_int(source, f"seeds[{i}]", s, 0) for i, s in enumerate(seeds_raw))
+        if len(set(seeds)) != len(seeds):
+            raise _err(source, "seeds", f"duplicate seeds in {list(seeds)}")
+    else:
+        raise _err(source, "seeds", f"expected a positive integer count or a non-empty list, got {seeds_raw!r}")
+
+    envs = _str_list(source, "envs", data["envs"])
+    traces = _str_list(source, "traces", data["traces"])
+    agents = _str_list(source, "agents", data["agents"])
+    known_agents, known_envs = _known_names(executor)
+    if known_envs is not None:
+        for i, env in enumerate(envs):
+            if env not in known_envs:
+                raise _err(source, f"envs[{i}]", f"unknown environment id {env!r}; known: {sorted(known_envs)}")
+    if known_agents is not None:
+        for i, agent in enumerate(agents):
+            if agent not in known_agents:
+                raise _err(source, f"agents[{i}]", f"unknown agent {agent!r}; known: {sorted(known_agents)}")
+
+    tl_raw = data.get("trace_length")
+    if tl_raw is None:
+        trace_lengths: tuple[int | None, ...] = (None,)
+    elif isinstance(tl_raw, list) and tl_raw:
+        trace_lengths = tuple(_check_int(source, f"trace_length[{i}]", t, 1) for i, t in enumerate(tl_raw))
+    else:
+        trace_lengths = (_check_int(source, "trace_length", tl_raw, 1),)
+
+    per_trace_raw = data.get("per_trace", {})
+    if not isinstance(per_trace_raw, Mapping):
+        raise _err(source, "per_trace", 'expected a table of per-trace tables, e.g. [per_trace."wind-3"]')
+    per_trace: dict[str, dict[str, int | None]] = {}
+    for trace, table in per_trace_raw.items():
+        key = f"per_trace.{trace}"
+        if trace not in traces:
+            raise _err(source, key, f"trace {trace!r} is not in traces {list(traces)}")
+        if not isinstance(table, Mapping):
+            raise _err(source, key, f"expected a table with keys {sorted(_PER_TRACE_KEYS)}, got {table!r}")
+        entry: dict[str, int | None] = {}
+        for k, v in table.items():
+            if k not in _PER_TRACE_KEYS:
+                raise _err(source, f"{key}.{k}", f"unknown key; valid keys are {sorted(_PER_TRACE_KEYS)}")
+            entry[k] = _check_int(source, f"{key}.{k}", v, 0 if k == "warmup_steps" else 1)
+        if "trace_length" in entry and len(trace_lengths) > 1:
+            raise _err(source, f"{key}.trace_length", "cannot combine with a list-valued trace_length grid")
+        per_trace[trace] = entry
+    for trace in traces:
+        t_steps = per_trace.get(trace, {}).get("steps", steps)
+        t_warm = per_trace.get(trace, {}).get("warmup_steps", warmup)
+        if t_warm >= t_steps:
+            key = f"per_trace.{trace}.warmup_steps" if "warmup_steps" in per_trace.get(trace, {}) else "warmup_steps"
+            raise _err(source, key, f"warmup_steps={t_warm} must be smaller than the run length {t_steps} "
+                                    f"(trace {trace!r})")
+
+    overrides_raw = data.get("overrides", {})
+    if not isinstance(overrides_raw, Mapping):
+        raise _err(source, "overrides", "expected a table of per-agent tables, e.g. [overrides.lcpo]")
+    overrides: dict[str, dict[str, tuple[Any, ...]]] = {}
+    for agent, table in overrides_raw.items():
+        key = f"overrides.{agent}"
+        if agent not in agents:
+            raise _err(source, key, f"agent {agent!r} is not in agents {list(agents)}")
+        if not isinstance(table, Mapping):
+            raise _err(source, key, f"expected a table of hyperparameters, got {table!r}")
+        axes = {}
+        for hp, value in table.items():
+            value = _check_value(source, f"{key}.{hp}", value)
+            if isinstance(value, list):
+                if not value:
+                    raise _err(source, f"{key}.{hp}", "empty list: a list is a grid axis and needs >= 1 value")
+                axes[hp] = tuple(value)
+            else:
+                axes[hp] = (value,)
+        overrides[agent] = axes
+
+    env_kwargs_raw = data.get("env_kwargs", {})
+    if not isinstance(env_kwargs_raw, Mapping):
+        raise _err(source, "env_kwargs", 'expected a table of per-env tables, e.g. [env_kwargs."lcpo/..."]')
+    env_kwargs: dict[str, dict[str, Any]] = {}
+    for env, table in env_kwargs_raw.items():
+        key = f"env_kwargs.{env}"
+        if env not in envs:
+            raise _err(source, key, f"environment {env!r} is not in envs {list(envs)}")
+        if not isinstance(table, Mapping):
+            raise _err(source, key, f"expected a table of keyword arguments, got {table!r}")
+        env_kwargs[env] = {k: _check_value(source, f"{key}.{k}", v) for k, v in table.items()}
+
+    return SweepConfig(name=name, envs=envs, traces=traces, agents=agents, seeds=seeds, steps=steps,
+                       warmup_steps=warmup, trace_lengths=trace_lengths, reset=reset,
+                       checkpoint_every=checkpoint_every, tensorboard=tensorboard, overrides=overrides,
+                       env_kwargs=env_kwargs, per_trace=per_trace, out=out,
+                       diagnostics_every=diagnostics_every)
+
+
+def load_config(path: str | Path, executor: str = DEFAULT_EXECUTOR) -> SweepConfig:
+    """Read and validate a TOML sweep file.
+
+    Args:
+        path: the ``.toml`` file.
+        executor: see :func:`parse_config`.
+
+    Raises:
+        ConfigError: if the file is missing, is not valid TOML, or fails validation (message names the file
+            and the key).
+    """
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: sweep config file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return parse_config(data, source=str(path), executor=executor)
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """First 8 hex digits of the SHA-256 of the canonical JSON of a resolved run config."""
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def slug(value: Any) -> str:
+    """A filesystem-safe rendering of a value for folder and file names (``[A-Za-z0-9._=+-]`` only).
+
+    >>> slug("lcpo/WindyPendulum-v0")
+    'lcpo-WindyPendulum-v0'
+    """
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ""))
+    return re.sub(r"[^A-Za-z0-9._=+-]+", "-", text).strip("-") or "x"
+
+
+def make_run_id(config: Mapping[str, Any]) -> str:
+    """A readable, filesystem-safe, stable folder name for a resolved run config.
+
+    ``<env>_<trace>_<agent>[_<hp>=<value>...]_s<seed>-<hash>``, e.g.
+    ``WindyPendulum-v0_ndbc-46002_lcpo_ood_threshold=0.5_s0-1a2b3c4d``. The hash covers the whole config, so
+    two configs differing only in fields not shown (steps, env kwargs) still get different ids.
+
+    Args:
+        config: a resolved run config in ``RunConfig.to_dict`` form.
+    """
+    env = str(config["env"]).split("/")[-1]
+    trace = Path(str(config["trace"])).stem if ("/" in str(config["trace"])) else str(config["trace"])
+    parts = [slug(env), slug(trace), slug(config["agent"])]
+    parts += [f"{slug(k)}={slug(v)}" for k, v in sorted(dict(config.get("overrides") or {}).items())]
+    readable = "_".join(parts)[:120]
+    return f"{readable}_s{config['seed']}-{config_hash(config)}"
+
+
+def _run_config_class(executor: str):
+    if not _importable(executor):
+        return None
+    return getattr(importlib.import_module(executor), "RunConfig", None)
+
+
+def expand(config: SweepConfig, executor: str = DEFAULT_EXECUTOR, validate: bool = True) -> list[RunSpec]:
+    """Expand a sweep into its run specs (the cross product of all axes), in a deterministic order.
+
+    The count is ``len(envs) * len(traces) * len(trace_lengths) * sum_a(prod of agent a's override axis
+    lengths) * len(seeds)``. Seeds vary fastest, so a partial sweep covers whole (env, trace, agent) cells early.
+
+    Args:
+        config: a validated sweep.
+        executor: module providing ``RunConfig``; when importable and ``validate``, every spec is round-tripped
+            through ``RunConfig.from_dict`` so unknown hyperparameters are reported before anything runs.
+        validate: see ``executor``.
+
+    Returns:
+        The specs, with unique run ids.
+
+    Raises:
+        ConfigError: if ``RunConfig.from_dict`` rejects a spec (the message names the agent's override key).
+    """
+    run_config_cls = _run_config_class(executor) if validate else None
+    specs: list[RunSpec] = []
+    for env, trace, trace_length, agent in itertools.product(config.envs, config.traces, config.trace_lengths,
+                                                             config.agents):
+        per = config.per_trace.get(trace, {})
+        axes = dict(config.overrides.get(agent, {}))
+        names = sorted(axes)
+        for values in itertools.product(*(axes[n] for n in names)):
+            overrides = dict(zip(names, values))
+            for seed in config.seeds:
+                cfg = {
+                    "env": env, "trace": trace, "trace_length": per.get("trace_length", trace_length),
+                    "agent": agent, "steps": per.get("steps", config.steps), "seed": seed,
+                    "overrides": overrides, "env_kwargs": dict(config.env_kwargs.get(env, {})),
+                    "warmup_steps": per.get("warmup_steps", config.warmup_steps), "reset": config.reset,
+                    "checkpoint_every": config.checkpoint_every, "tensorboard": config.tensorboard,
+                }
+                if config.diagnostics_every is not None:
+                    cfg["diagnostics_every"] = config.diagnostics_every
+                if run_config_cls is not None:
+                    try:
+                        cfg = dict(run_config_cls.from_dict(cfg).to_dict())
+                    except (ValueError, TypeError) as exc:
+                        raise ConfigError(f"overrides.{agent} (env {env!r}, trace {trace!r}): {exc}") from None
+                specs.append(RunSpec(run_id=make_run_id(cfg), config=cfg))
+    ids = [s.run_id for s in specs]
+    if len(set(ids)) != len(ids):
+        raise ConfigError("two runs resolved to the same config; check for duplicate grid values")
+    return specs

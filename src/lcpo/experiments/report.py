@@ -1,0 +1,455 @@
+"""The sweep report: the paper's tables and figures from a results store.
+
+Written into the output folder (``lcpo report RUNS_DIR --out DIR``):
+
+- ``report.md``: the index: sweep size and status, compute time, the tables below in Markdown, LCPO's rank on
+  every (env, trace), failures, links to the figures.
+- ``lifelong_return.csv``: long table (one row per row key x scheme): n seeds, mean lifelong return, 95% CI.
+  In ``report.md`` one table per environment like paper Tables 5-8: rows = traces, columns = online schemes
+  plus a *best prescient* column (when ``prescient-*`` agents are present); the best online scheme of a row is
+  bold only when its interval lies above every other online scheme's interval.
+- ``ranks.csv``: each online scheme's rank (1 = highest mean) per row, with the interval.
+- ``normalized_return.csv`` and ``normalized_return_cdf.png``: per (env, trace) the schemes' mean lifelong
+  returns min-max normalized (0 = lowest, 1 = highest among agents) and their empirical CDF per scheme
+  (paper Figure 3).
+- ``ablation_<agent>_<hyperparameter>.{csv,png}`` for every hyperparameter the sweep varies for an agent
+  (e.g. LCPO's reservoir size: paper Figure 4; its OOD threshold: Table 7).
+- ``timeseries_<env>_<trace>.png``: episodic return over time per scheme (mean over seeds, min-max band)
+  above the context (episode means of each context entry), like paper Figure 9.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lcpo.experiments.config import slug
+from lcpo.experiments.stats import MeanCI, mean_ci, normalize_scores, separates
+from lcpo.experiments.store import load_store
+
+__all__ = ["lifelong_table", "normalized_table", "rank_table", "report", "write_report"]
+
+_ROW_BASE = ["env", "trace"]
+_ROW_OPTIONAL = ["trace_length", "steps", "warmup_steps", "reset"]
+
+
+_VALUE_COLS = ("scheme", "agent", "prescient", "n", "mean", "ci_low", "ci_high", "rank", "of", "best_separated")
+
+
+def _keys_of(table: pd.DataFrame) -> list[str]:
+    """The row-key columns of a lifelong/rank table (env, trace, and any other varying config column)."""
+    return [c for c in table.columns if c not in _VALUE_COLS]
+
+
+def _is_prescient(scheme: str) -> bool:
+    return scheme.startswith("prescient")
+
+
+def _row_keys(runs: pd.DataFrame) -> list[str]:
+    keys = list(_ROW_BASE)
+    for col in _ROW_OPTIONAL:
+        if col in runs and runs[col].astype(str).nunique() > 1:
+            keys.append(col)
+    return keys
+
+
+def _ordered_schemes(runs: pd.DataFrame) -> list[str]:
+    """Schemes in order of first appearance, LCPO variants first."""
+    seen = list(dict.fromkeys(runs["scheme"]))
+    return [s for s in seen if s.split("[")[0] == "lcpo"] + [s for s in seen if s.split("[")[0] != "lcpo"]
+
+
+def _done(runs: pd.DataFrame) -> pd.DataFrame:
+    done = runs[(runs["status"] == "done") & np.isfinite(runs["lifelong_return"].astype(float))]
+    return done.copy()
+
+
+def lifelong_table(runs: pd.DataFrame, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """Mean lifelong return and bootstrap CI across seeds per row key and scheme (long form).
+
+    Args:
+        runs: the store's per-run table (:func:`lcpo.experiments.store.collect`); only ``done`` runs count.
+        confidence: interval level.
+        seed: bootstrap generator seed (the same for every cell).
+
+    Returns:
+        Columns: row keys (env, trace, and any other varying config column), ``scheme``, ``agent``,
+        ``prescient``, ``n``, ``mean``, ``ci_low``, ``ci_high``.
+    """
+    done = _done(runs)
+    keys = _row_keys(runs)
+    out = []
+    for group_key, grp in done.groupby(keys + ["scheme"], sort=False, dropna=False):
+        ci = mean_ci(grp["lifelong_return"].to_numpy(dtype=float), confidence=confidence, seed=seed)
+        rec = dict(zip(keys + ["scheme"], group_key))
+        rec.update(agent=str(grp["agent"].iloc[0]), prescient=_is_prescient(rec["scheme"]), n=ci.n, mean=ci.mean,
+                   ci_low=ci.low, ci_high=ci.high)
+        out.append(rec)
+    cols = keys + ["scheme", "agent", "prescient", "n", "mean", "ci_low", "ci_high"]
+    return pd.DataFrame(out, columns=cols)
+
+
+def _cis(grp: pd.DataFrame) -> dict[str, MeanCI]:
+    return {r.scheme: MeanCI(r.mean, r.ci_low, r.ci_high, r.n) for r in grp.itertuples()}
+
+
+def rank_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Rank of every online (non-prescient) scheme per row, 1 = highest mean lifelong return.
+
+    Args:
+        table: :func:`lifelong_table` output.
+
+    Returns:
+        ``table``'s online rows plus ``rank`` (int), ``of`` (number of online schemes in the row) and
+        ``best_separated`` (the row's best scheme's interval lies above all others').
+    """
+    keys = _keys_of(table)
+    online = table[~table["prescient"]].copy()
+    parts = []
+    for _, grp in online.groupby(keys, sort=False, dropna=False):
+        grp = grp.sort_values("mean", ascending=False).copy()
+        grp["rank"] = np.arange(1, len(grp) + 1)
+        grp["of"] = len(grp)
+        cis = _cis(grp)
+        best = grp["scheme"].iloc[0]
+        grp["best_separated"] = separates(cis[best], [c for s, c in cis.items() if s != best]) if len(grp) > 1 \
+            else False
+        parts.append(grp)
+    if not parts:
+        return online.assign(rank=pd.Series(dtype=int), of=pd.Series(dtype=int),
+                             best_separated=pd.Series(dtype=bool))
+    return pd.concat(parts, ignore_index=True)
+
+
+def normalized_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per row, every scheme's mean min-max normalized across schemes (paper Figure 3).
+
+    Returns:
+        ``table``'s row keys, ``scheme`` and ``normalized`` in [0, 1].
+    """
+    keys = _keys_of(table)
+    parts = []
+    for _, grp in table.groupby(keys, sort=False, dropna=False):
+        grp = grp[keys + ["scheme"]].assign(normalized=normalize_scores(grp["mean"].to_numpy(dtype=float)))
+        parts.append(grp)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=keys + ["scheme", "normalized"])
+
+
+def _num(x: float) -> str:
+    if not np.isfinite(x):
+        return "nan"
+    mag = abs(x)
+    return f"{x:.1f}" if mag >= 100 else (f"{x:.2f}" if mag >= 1 else f"{x:.3g}")
+
+
+def _cell(mean: float, low: float, high: float) -> str:
+    if not np.isfinite(low):
+        return f"{_num(mean)}"
+    return f"{_num(mean)} [{_num(low)}, {_num(high)}]"
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.2f} h"
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _main_tables(table: pd.DataFrame, ranks: pd.DataFrame, schemes: list[str]) -> str:
+    keys = _keys_of(table)
+    present = set(table["scheme"])
+    online = [s for s in schemes if s in present and not _is_prescient(s)]
+    has_prescient = bool(table["prescient"].any())
+    sections = []
+    for env, env_tab in table.groupby("env", sort=False):
+        row_keys = [k for k in keys if k != "env"]
+        header = row_keys + online + (["best prescient"] if has_prescient else [])
+        rows = []
+        for rkey, grp in env_tab.groupby(row_keys, sort=False, dropna=False):
+            rkey = rkey if isinstance(rkey, tuple) else (rkey,)
+            by = {r.scheme: r for r in grp.itertuples()}
+            rk = ranks[(ranks["env"] == env)]
+            for k, v in zip(row_keys, rkey):
+                rk = rk[rk[k].astype(str) == str(v)]
+            best = rk.sort_values("rank")["scheme"].iloc[0] if len(rk) else None
+            sep = bool(rk["best_separated"].iloc[0]) if len(rk) else False
+            cells = [str(v) for v in rkey]
+            for s in online:
+                if s not in by:
+                    cells.append("-")
+                    continue
+                r = by[s]
+                c = _cell(r.mean, r.ci_low, r.ci_high)
+                cells.append(f"**{c}**" if (s == best and sep) else c)
+            if has_prescient:
+                pres = [r for s, r in by.items() if _is_prescient(s)]
+                if pres:
+                    r = max(pres, key=lambda r: r.mean)
+                    cells.append(f"{_cell(r.mean, r.ci_low, r.ci_high)} ({r.scheme})")
+                else:
+                    cells.append("-")
+            rows.append(cells)
+        sections.append(f"### {env}\n\n{_md_table(header, rows)}")
+    return "\n\n".join(sections)
+
+
+def _lcpo_ranks(ranks: pd.DataFrame) -> str:
+    lc = ranks[ranks["agent"] == "lcpo"]
+    if lc.empty:
+        return "No LCPO runs in this sweep."
+    keys = _keys_of(ranks)
+    rows = [[*(str(getattr(r, k)) for k in keys), r.scheme, f"{r.rank} of {r.of}", _cell(r.mean, r.ci_low, r.ci_high)]
+            for r in lc.itertuples()]
+    return _md_table(keys + ["scheme", "rank", "lifelong return [95% CI]"], rows)
+
+
+def _plot_cdf(norm: pd.DataFrame, schemes: list[str], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for s in schemes:
+        v = np.sort(norm.loc[norm["scheme"] == s, "normalized"].to_numpy(dtype=float))
+        if v.size == 0:
+            continue
+        ax.step(np.concatenate([[0.0], v, [1.0]]), np.concatenate([[0.0], np.arange(1, v.size + 1) / v.size,
+                                                                    [1.0]]), where="post", label=s)
+    ax.set_xlabel("normalized lifelong return (0 = worst, 1 = best agent per env and trace)")
+    ax.set_ylabel("fraction of (env, trace) pairs")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("Normalized lifelong return CDF (paper Figure 3)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _ablations(done: pd.DataFrame, out_dir: Path, confidence: float, seed: int) -> list[tuple[str, Path, Path, str]]:
+    """Tables and plots for every hyperparameter varied for an agent; returns (title, csv, png, markdown)."""
+    import matplotlib.pyplot as plt
+
+    results = []
+    hp_cols = [c for c in done.columns if c.startswith("hp/")]
+    for agent, adf in done.groupby("agent", sort=False):
+        for col in hp_cols:
+            vals = adf[col].dropna()
+            if vals.astype(str).nunique() < 2:
+                continue
+            name = col[3:]
+            others = [c for c in hp_cols if c != col and adf[c].notna().any()]
+            keys = ["env", "trace", *others]
+            recs = []
+            for gkey, grp in adf[adf[col].notna()].groupby(keys + [col], sort=True, dropna=False):
+                ci = mean_ci(grp["lifelong_return"].to_numpy(dtype=float), confidence=confidence, seed=seed)
+                recs.append({**dict(zip(keys + [name], gkey)), "n": ci.n, "mean": ci.mean, "ci_low": ci.low,
+                             "ci_high": ci.high})
+            tab = pd.DataFrame(recs)
+            stem = f"ablation_{slug(agent)}_{slug(name)}"
+            csv_path, png_path = out_dir / f"{stem}.csv", out_dir / f"{stem}.png"
+            tab.to_csv(csv_path, index=False)
+            numeric = pd.api.types.is_numeric_dtype(tab[name])
+            fig, ax = plt.subplots(figsize=(6, 4))
+            for lkey, grp in tab.groupby(keys, sort=False, dropna=False):
+                grp = grp.sort_values(name)
+                x = grp[name].to_numpy(dtype=float) if numeric else np.arange(len(grp))
+                lo = (grp["mean"] - grp["ci_low"]).fillna(0).to_numpy()
+                hi = (grp["ci_high"] - grp["mean"]).fillna(0).to_numpy()
+                label = " / ".join(str(v) for v in (lkey if isinstance(lkey, tuple) else (lkey,)))
+                ax.errorbar(x, grp["mean"], yerr=[lo, hi], marker="o", capsize=3, label=label)
+                if not numeric:
+                    ax.set_xticks(x, grp[name].astype(str))
+            if numeric and (tab[name] > 0).all() and tab[name].max() / tab[name].min() >= 10:
+                ax.set_xscale("log")
+            ax.set_xlabel(name)
+            ax.set_ylabel("lifelong return (mean, 95% CI)")
+            ax.set_title(f"{agent}: {name} ablation")
+            ax.legend(fontsize=6)
+            fig.tight_layout()
+            fig.savefig(png_path, dpi=120)
+            plt.close(fig)
+            md_rows = [[*(str(row[k]) for k in keys), str(row[name]), str(row["n"]),
+                        _cell(row["mean"], row["ci_low"], row["ci_high"])] for row in tab.to_dict("records")]
+            md = _md_table(keys + [name, "n", "lifelong return [95% CI]"], md_rows)
+            results.append((f"{agent}: {name}", csv_path, png_path, md))
+    return results
+
+
+def _binned_returns(ep: pd.DataFrame, edges: np.ndarray) -> np.ndarray:
+    idx = np.clip(np.searchsorted(edges, ep["step"].to_numpy(dtype=float), side="right") - 1, 0, len(edges) - 2)
+    sums = np.bincount(idx, weights=ep["return"].to_numpy(dtype=float), minlength=len(edges) - 1)
+    counts = np.bincount(idx, minlength=len(edges) - 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def _timeseries(done: pd.DataFrame, episodes: pd.DataFrame, schemes: list[str], out_dir: Path,
+                bins: int = 100) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    paths = []
+    if episodes.empty:
+        return paths
+    eps = episodes[episodes["run_id"].isin(done["run_id"])]
+    ctx_cols = [c for c in episodes.columns if c.startswith("context_mean")]
+    for (env, trace), grp in done.groupby(["env", "trace"], sort=False):
+        ge = eps[eps["run_id"].isin(grp["run_id"])]
+        if ge.empty:
+            continue
+        max_step = float(ge["step"].max())
+        edges = np.linspace(0.0, max_step, min(bins, max(2, ge.groupby("run_id").size().max())) + 1)
+        centers = 0.5 * (edges[:-1] + edges[1:])
+        fig, axes = plt.subplots(2 if ctx_cols else 1, 1, figsize=(8, 6 if ctx_cols else 4), sharex=True,
+                                 squeeze=False)
+        ax = axes[0, 0]
+        for s in schemes:
+            rids = grp.loc[grp["scheme"] == s, "run_id"]
+            if rids.empty:
+                continue
+            curves = np.array([_binned_returns(ge[ge["run_id"] == r], edges) for r in rids])
+            with warnings.catch_warnings():  # all-NaN bins (no episode ended there) stay NaN
+                warnings.simplefilter("ignore", RuntimeWarning)
+                mean = np.nanmean(curves, axis=0)
+                lo, hi = np.nanmin(curves, axis=0), np.nanmax(curves, axis=0)
+            (line,) = ax.plot(centers, mean, label=s, lw=1.2)
+            if len(rids) > 1:
+                ax.fill_between(centers, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
+        ax.set_ylabel("episodic return")
+        ax.legend(fontsize=7)
+        ax.set_title(f"{env}, trace {trace}\nepisodic return (mean over seeds, min-max band) and context",
+                     fontsize=10)
+        if ctx_cols:
+            first = ge[ge["run_id"] == grp["run_id"].iloc[0]].sort_values("step")
+            cax = axes[1, 0]
+            for c in ctx_cols:
+                if first[c].notna().any():
+                    cax.plot(first["step"], first[c], lw=1, label=c.replace("context_mean_", ""))
+            cax.set_ylabel("context (episode mean)")
+            cax.legend(fontsize=7)
+        axes[-1, 0].set_xlabel("environment step")
+        fig.tight_layout()
+        path = out_dir / f"timeseries_{slug(str(env).split('/')[-1])}_{slug(trace)}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path, *, title: str = "Sweep report",
+                 confidence: float = 0.95, seed: int = 0) -> Path:
+    """Write every table and figure of the report (see the module docstring) into ``out_dir``.
+
+    Args:
+        runs: the store's per-run table.
+        episodes: the store's per-episode table.
+        out_dir: output folder (created).
+        title: heading of ``report.md``.
+        confidence: interval level.
+        seed: bootstrap generator seed.
+
+    Returns:
+        The path of ``report.md``.
+
+    Raises:
+        ValueError: if ``runs`` lacks the store's columns.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    missing = {"run_id", "status", "env", "trace", "agent", "scheme", "lifelong_return"} - set(runs.columns)
+    if missing:
+        raise ValueError(f"runs table lacks columns {sorted(missing)}; is it a results store?")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    done = _done(runs)
+    schemes = _ordered_schemes(runs)
+    table = lifelong_table(runs, confidence=confidence, seed=seed)
+    ranks = rank_table(table)
+    norm = normalized_table(table)
+    table.to_csv(out_dir / "lifelong_return.csv", index=False)
+    ranks.to_csv(out_dir / "ranks.csv", index=False)
+    norm.to_csv(out_dir / "normalized_return.csv", index=False)
+
+    status = runs["status"].value_counts().to_dict()
+    wall = float(np.nansum(runs["wall_time_s"].to_numpy(dtype=float)))
+    steps = float(np.nansum(runs["steps_done"].to_numpy(dtype=float)))
+    pct = round(confidence * 100)
+    md = [f"# {title}", "",
+          (f"{len(runs)} runs: " + ", ".join(f"{v} {k}" for k, v in sorted(status.items())) + ". "
+           f"{int(steps):,} environment steps in {_duration(wall)} of summed run wall time "
+           f"({steps / wall if wall > 0 else float('nan'):,.0f} steps/s per run on average)."), "",
+          (f"Lifelong return: mean episodic return of the episodes ending after the warm-up, averaged over seeds, "
+           f"with a {pct}% percentile-bootstrap interval across seeds (scipy.stats.bootstrap, 9,999 resamples, "
+           f"generator seed {seed}). Bold: the best online scheme of a row, marked only when its interval lies "
+           f"above every other online scheme's interval."), ""]
+    if done.empty:
+        md += ["No finished runs yet.", ""]
+    else:
+        md += ["## Lifelong return (paper Tables 5-8)", "", _main_tables(table, ranks, schemes), "",
+               "CSV: [lifelong_return.csv](lifelong_return.csv)", "",
+               "## LCPO's rank among the online agents", "", _lcpo_ranks(ranks), "",
+               "CSV: [ranks.csv](ranks.csv)", ""]
+        online = [s for s in schemes if s in set(norm["scheme"])]
+        _plot_cdf(norm, online, out_dir / "normalized_return_cdf.png")
+        md += ["## Normalized lifelong return (paper Figure 3)", "",
+               ("Per (env, trace), each scheme's mean lifelong return min-max normalized across the schemes "
+                "(0 = lowest, 1 = highest); the CDF over (env, trace) pairs."), "",
+               "![normalized return CDF](normalized_return_cdf.png)", "",
+               "CSV: [normalized_return.csv](normalized_return.csv)", ""]
+        abl = _ablations(done, out_dir, confidence, seed)
+        if abl:
+            md += ["## Ablations (paper Figure 4, Table 7)", ""]
+            for name, csv_path, png_path, table_md in abl:
+                md += [f"### {name}", "", table_md, "", f"![{name}]({png_path.name})", "",
+                       f"CSV: [{csv_path.name}]({csv_path.name})", ""]
+        ts = _timeseries(done, episodes, schemes, out_dir)
+        if ts:
+            md += ["## Return and context over time (paper Figure 9)", ""]
+            md += [f"![{p.stem}]({p.name})\n" for p in ts]
+    failed = runs[runs["status"] == "failed"]
+    if not failed.empty:
+        md += ["## Failed runs", "", _md_table(["run", "error"], [[r.run_id, str(r.error)] for r in failed.itertuples()]),
+               ""]
+    path = out_dir / "report.md"
+    path.write_text("\n".join(md) + "\n")
+    return path
+
+
+def report(runs_dir: str | Path, out_dir: str | Path, *, confidence: float = 0.95, seed: int = 0,
+           title: str | None = None) -> Path:
+    """Load a sweep folder's store and write its report (``lcpo report RUNS_DIR --out DIR``).
+
+    Args:
+        runs_dir: the sweep folder.
+        out_dir: report folder.
+        confidence: interval level.
+        seed: bootstrap generator seed.
+        title: report heading; default from the sweep name in ``sweep.json``.
+
+    Returns:
+        The path of ``report.md``.
+
+    Raises:
+        FileNotFoundError: if ``runs_dir`` is not a sweep folder.
+    """
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        raise FileNotFoundError(f"{runs_dir}: no such sweep folder")
+    runs, episodes = load_store(runs_dir)
+    if title is None:
+        manifest = runs_dir / "sweep.json"
+        name = json.loads(manifest.read_text()).get("name", runs_dir.name) if manifest.is_file() else runs_dir.name
+        title = f"Sweep report: {name}"
+    if not math.isfinite(confidence):
+        raise ValueError(f"confidence must be finite, got {confidence}")
+    return write_report(runs, episodes, out_dir, title=title, confidence=confidence, seed=seed)

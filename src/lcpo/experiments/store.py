@@ -1,0 +1,204 @@
+"""The results store: one row per run and the per-episode series of every run, as Parquet tables.
+
+``RUNS_DIR/results.parquet`` (one row per spec of the sweep, whatever its state):
+
+=====================  ==========================================================================
+column                 meaning
+=====================  ==========================================================================
+run_id                 folder name under ``RUNS_DIR/runs``
+status                 ``done`` (summary.json present), ``failed`` (error.json), ``missing`` (neither)
+env, trace, agent      from the resolved config
+trace_length, steps,   from the resolved config (``steps`` is the budget; ``steps_done`` what ran)
+warmup_steps, reset,
+seed
+scheme                 agent plus its overrides, e.g. ``lcpo[ood_threshold=0.5]``; the report's column
+hp/<name>              one column per overridden hyperparameter (lists as JSON text)
+env_kwargs             JSON text
+lifelong_return        mean episodic return of episodes ending after the warm-up (paper Section 5)
+episodes, steps_done,  from summary.json
+wall_time_s,
+steps_per_s,
+constrained_fraction,
+ood_fraction
+diag/<column>          mean of each numeric column of the run's diagnostics.csv
+error                  first line of error.json's message for failed runs
+=====================  ==========================================================================
+
+``RUNS_DIR/episodes.parquet``: the rows of every run's ``episodes.csv`` (episode, step, return, length,
+``context_mean_*``) with a ``run_id`` column.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["SUMMARY_FIELDS", "collect", "load_store", "scheme_label", "write_store"]
+
+#: summary.json fields copied into the per-run table (``steps`` is renamed ``steps_done``).
+SUMMARY_FIELDS = ("lifelong_return", "episodes", "steps", "wall_time_s", "steps_per_s", "constrained_fraction",
+                  "ood_fraction")
+_CONFIG_FIELDS = ("env", "trace", "trace_length", "agent", "seed", "steps", "warmup_steps", "reset")
+
+
+def _fmt(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+def scheme_label(agent: str, overrides: Mapping[str, Any] | None) -> str:
+    """The report's name for an agent with hyperparameter overrides: ``agent`` or ``agent[k=v,...]``.
+
+    >>> scheme_label("lcpo", {"ood_threshold": 0.5, "reservoir_size": 2000})
+    'lcpo[ood_threshold=0.5,reservoir_size=2000]'
+    """
+    if not overrides:
+        return agent
+    return agent + "[" + ",".join(f"{k}={_fmt(v)}" for k, v in sorted(overrides.items())) + "]"
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: malformed JSON: {exc}") from None
+
+
+def _manifest_specs(runs_dir: Path) -> list[tuple[str, dict | None]]:
+    manifest = _read_json(runs_dir / "sweep.json")
+    if manifest is not None:
+        return [(s["run_id"], s["config"]) for s in manifest["specs"]]
+    runs = runs_dir / "runs"
+    if not runs.is_dir():
+        raise FileNotFoundError(f"{runs_dir}: not a sweep folder (no sweep.json and no runs/ folder)")
+    return [(p.name, None) for p in sorted(runs.iterdir()) if p.is_dir()]
+
+
+def _diagnostic_means(path: Path) -> dict[str, float]:
+    if not path.is_file() or path.stat().st_size == 0:
+        return {}
+    df = pd.read_csv(path)
+    out = {}
+    for col in df.columns:
+        if col in ("step", "update", "episode") or not pd.api.types.is_numeric_dtype(df[col]):
+            continue
+        out[f"diag/{col}"] = float(df[col].mean()) if len(df) else float("nan")
+    return out
+
+
+def _run_row(runs_dir: Path, run_id: str, config: dict | None) -> dict[str, Any]:
+    folder = runs_dir / "runs" / run_id
+    summary = _read_json(folder / "summary.json")
+    error = _read_json(folder / "error.json")
+    if config is None:
+        written = _read_json(folder / "config.json") or {}
+        config = (summary or {}).get("config") or (error or {}).get("config") or written.get("run", written or None)
+        if config is None:
+            raise ValueError(f"{folder}: no config (no sweep.json entry, config.json, summary or error)")
+    row: dict[str, Any] = {"run_id": run_id}
+    row["status"] = "done" if summary is not None else ("failed" if error is not None else "missing")
+    for key in _CONFIG_FIELDS:
+        row[key] = config.get(key)
+    overrides = dict(config.get("overrides") or {})
+    row["scheme"] = scheme_label(str(config.get("agent")), overrides)
+    for key, value in overrides.items():
+        row[f"hp/{key}"] = value if isinstance(value, (int, float, str, bool)) else _fmt(value)
+    row["env_kwargs"] = json.dumps(config.get("env_kwargs") or {}, sort_keys=True)
+    for key in SUMMARY_FIELDS:
+        value = (summary or {}).get(key, np.nan)
+        row["steps_done" if key == "steps" else key] = np.nan if value is None else value
+    if summary is not None:
+        row.update(_diagnostic_means(folder / "diagnostics.csv"))
+    row["error"] = (error or {}).get("error", "").split("\n", 1)[0] if error is not None else None
+    return row
+
+
+def collect(runs_dir: str | Path, run_ids: Sequence[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Gather the per-run table and the per-episode table of a sweep folder.
+
+    Args:
+        runs_dir: the sweep folder.
+        run_ids: runs to include; default the specs in ``sweep.json`` (or every folder under ``runs/`` when
+            there is no manifest).
+
+    Returns:
+        ``(runs, episodes)``: one row per run id (see the module docstring) and the concatenated
+        ``episodes.csv`` rows with a ``run_id`` column (empty frame when no run has episodes).
+
+    Raises:
+        FileNotFoundError: if ``runs_dir`` is not a sweep folder.
+        ValueError: for a malformed summary/error/config JSON (message names the file).
+    """
+    runs_dir = Path(runs_dir)
+    specs = _manifest_specs(runs_dir)
+    if run_ids is not None:
+        wanted = set(run_ids)
+        known = dict(specs)
+        specs = [(rid, known.get(rid)) for rid in run_ids]
+        specs = [s for s in specs if s[0] in wanted]
+    rows = [_run_row(runs_dir, rid, cfg) for rid, cfg in specs]
+    runs = pd.DataFrame(rows)
+    for col in runs.columns:
+        if col.startswith("hp/") or col == "trace_length":
+            vals = [r[col] for r in rows if r.get(col) is not None]
+            if vals and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
+                runs[col] = runs[col].astype("Int64")  # keep integers integer next to missing values
+    episode_frames = []
+    for rid, _ in specs:
+        path = runs_dir / "runs" / rid / "episodes.csv"
+        if path.is_file() and path.stat().st_size > 0:
+            ep = pd.read_csv(path)
+            ep.insert(0, "run_id", rid)
+            episode_frames.append(ep)
+    episodes = pd.concat(episode_frames, ignore_index=True) if episode_frames else pd.DataFrame(
+        {"run_id": pd.Series(dtype=str), "episode": pd.Series(dtype=int), "step": pd.Series(dtype=int),
+         "return": pd.Series(dtype=float)})
+    return runs, episodes
+
+
+def write_store(runs_dir: str | Path, run_ids: Sequence[str] | None = None) -> tuple[Path, Path]:
+    """Collect a sweep folder and write ``results.parquet`` and ``episodes.parquet`` into it (atomically).
+
+    Args:
+        runs_dir: the sweep folder.
+        run_ids: see :func:`collect`.
+
+    Returns:
+        The two paths written.
+    """
+    runs_dir = Path(runs_dir)
+    runs, episodes = collect(runs_dir, run_ids)
+    paths = []
+    for df, name in ((runs, "results.parquet"), (episodes, "episodes.parquet")):
+        path = runs_dir / name
+        tmp = path.with_name(f".{name}.tmp")
+        df.to_parquet(tmp, index=False)
+        tmp.replace(path)
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def load_store(runs_dir: str | Path, refresh: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ``(runs, episodes)`` tables of a sweep folder.
+
+    Args:
+        runs_dir: the sweep folder.
+        refresh: when the run folders are present, collect from them (they are the truth; the Parquet files
+            may predate runs that finished later) and rewrite the store; otherwise read the Parquet files.
+
+    Raises:
+        FileNotFoundError: if ``runs_dir`` has neither run folders nor a store.
+    """
+    runs_dir = Path(runs_dir)
+    res, eps = runs_dir / "results.parquet", runs_dir / "episodes.parquet"
+    if refresh and (runs_dir / "runs").is_dir():
+        write_store(runs_dir)
+    if res.is_file() and eps.is_file():
+        return pd.read_parquet(res), pd.read_parquet(eps)
+    return collect(runs_dir)

@@ -1,0 +1,112 @@
+"""Sweep config validation (errors name the bad key), expansion counts, and stable run ids."""
+
+from pathlib import Path
+
+import pytest
+
+from lcpo.experiments.config import ConfigError, expand, load_config, make_run_id, parse_config
+
+FAKE = "lcpo_fake_run"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def base(**kw):
+    d = {"name": "t", "steps": 1000, "seeds": 2, "envs": ["lcpo/WindyPendulum-v0"], "traces": ["wind-1"],
+         "agents": ["lcpo", "a2c"]}
+    d.update(kw)
+    return d
+
+
+def test_expansion_count_is_the_product_of_the_axes():
+    cfg = parse_config(base(seeds=3, traces=["wind-1", "wind-2"],
+                            overrides={"lcpo": {"ood_threshold": [0.5, 1.0], "reservoir_size": [10, 20, 30]},
+                                       "a2c": {"bonus": 1.0}}), executor=FAKE)
+    specs = expand(cfg, executor=FAKE)
+    # 2 traces x (lcpo: 2 x 3 override combos + a2c: 1) x 3 seeds
+    assert len(specs) == 2 * (2 * 3 + 1) * 3
+    assert len({s.run_id for s in specs}) == len(specs)
+    lcpo = [s.config for s in specs if s.config["agent"] == "lcpo"]
+    assert {(c["overrides"]["ood_threshold"], c["overrides"]["reservoir_size"]) for c in lcpo} == {
+        (o, r) for o in (0.5, 1.0) for r in (10, 20, 30)}
+    assert all(s.config["overrides"] == {"bonus": 1.0} for s in specs if s.config["agent"] == "a2c")
+
+
+def test_seed_count_and_list_and_trace_steps():
+    assert parse_config(base(seeds=4), executor=FAKE).seeds == (0, 1, 2, 3)
+    assert parse_config(base(seeds=[3, 7]), executor=FAKE).seeds == (3, 7)
+    cfg = parse_config(base(traces=["wind-1", "wind-3"], warmup_steps=100, trace_length=5000, seeds=1,
+                            per_trace={"wind-3": {"steps": 400, "trace_length": 800}}), executor=FAKE)
+    got = {s.config["trace"]: (s.config["steps"], s.config["trace_length"], s.config["warmup_steps"])
+           for s in expand(cfg, executor=FAKE)}
+    assert got == {"wind-1": (1000, 5000, 100), "wind-3": (400, 800, 100)}
+
+
+@pytest.mark.parametrize("patch, key", [
+    ({"stepz": 10}, "stepz"),
+    ({"steps": "100"}, "steps"),
+    ({"steps": True}, "steps"),
+    ({"steps": 0}, "steps"),
+    ({"seeds": [0, 0]}, "seeds"),
+    ({"seeds": [0, -1]}, "seeds[1]"),
+    ({"agents": ["lcpo", "dqn9"]}, "agents[1]"),
+    ({"envs": ["lcpo/NoSuchEnv-v0"]}, "envs[0]"),
+    ({"traces": []}, "traces"),
+    ({"reset": "sometimes"}, "reset"),
+    ({"warmup_steps": 1000}, "warmup_steps"),
+    ({"overrides": {"ppo": {"bonus": 1}}}, "overrides.ppo"),
+    ({"overrides": {"lcpo": {"bonus": float("nan")}}}, "overrides.lcpo.bonus"),
+    ({"overrides": {"lcpo": {"bonus": []}}}, "overrides.lcpo.bonus"),
+    ({"env_kwargs": {"lcpo/Other-v0": {}}}, "env_kwargs.lcpo/Other-v0"),
+    ({"per_trace": {"wind-9": {"steps": 10}}}, "per_trace.wind-9"),
+    ({"per_trace": {"wind-1": {"stepz": 10}}}, "per_trace.wind-1.stepz"),
+    ({"per_trace": {"wind-1": {"steps": 10}}, "warmup_steps": 10}, "warmup_steps"),
+    ({"trace_length": 2.5}, "trace_length"),
+    ({"tensorboard": "yes"}, "tensorboard"),
+])
+def test_validation_errors_name_the_bad_key(patch, key):
+    with pytest.raises(ConfigError) as err:
+        parse_config(base(**patch), source="my.toml", executor=FAKE)
+    assert str(err.value).startswith(f"my.toml: {key}:"), str(err.value)
+
+
+def test_missing_required_key():
+    d = base()
+    del d["agents"]
+    with pytest.raises(ConfigError, match="agents: missing required key"):
+        parse_config(d, executor=FAKE)
+
+
+def test_unknown_hyperparameter_is_named_at_expansion():
+    cfg = parse_config(base(overrides={"a2c": {"reservoir_size": [1, 2]}}), executor=FAKE)
+    with pytest.raises(ConfigError, match="overrides.a2c.*reservoir_size"):
+        expand(cfg, executor=FAKE)
+
+
+def test_toml_file_errors_name_the_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("steps = = 3\n")
+    with pytest.raises(ConfigError, match="bad.toml: not valid TOML"):
+        load_config(bad, executor=FAKE)
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "missing.toml", executor=FAKE)
+
+
+def test_run_id_is_stable_readable_and_hash_sensitive():
+    cfg = {"env": "lcpo/WindyPendulum-v0", "trace": "wind-1", "trace_length": None, "agent": "lcpo", "steps": 10,
+           "seed": 3, "overrides": {"ood_threshold": 0.5}, "env_kwargs": {}, "warmup_steps": 0, "reset": "end",
+           "checkpoint_every": 5, "tensorboard": False}
+    rid = make_run_id(cfg)
+    assert rid == make_run_id(dict(reversed(list(cfg.items()))))  # key order does not matter
+    assert rid.startswith("WindyPendulum-v0_wind-1_lcpo_ood_threshold=0.5_s3-")
+    assert len(rid.rsplit("-", 1)[1]) == 8
+    assert make_run_id({**cfg, "steps": 11}) != rid  # fields not shown still change the hash
+    assert "/" not in make_run_id({**cfg, "trace": "/data/my trace.npy"})
+
+
+@pytest.mark.parametrize("name", ["smoke", "paper-mini", "paper-pendulum"])
+def test_presets_parse(name):
+    # agent names are checked against lcpo.run.AGENTS when it exists; not against the fake's
+    cfg = load_config(REPO / "configs" / f"{name}.toml", executor="no_such_executor_module")
+    specs = expand(cfg, executor="no_such_executor_module")
+    assert len(specs) >= 2
+    assert cfg.name == name

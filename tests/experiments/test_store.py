@@ -1,0 +1,61 @@
+"""The results store: one row per spec with status, config and summary columns; scanning without a manifest."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from lcpo.experiments.config import expand, parse_config
+from lcpo.experiments.runner import run_dir, run_sweep
+from lcpo.experiments.store import collect, load_store, scheme_label
+
+FAKE = "lcpo_fake_run"
+
+
+def test_statuses_columns_and_scan_without_manifest(tmp_path):
+    d = {"name": "t", "steps": 1000, "seeds": 1, "envs": ["lcpo/WindyPendulum-v0"], "traces": ["wind-1"],
+         "agents": ["lcpo", "a2c", "fail"], "checkpoint_every": 200,
+         "overrides": {"lcpo": {"reservoir_size": [10, 20]}}}
+    specs = expand(parse_config(d, executor=FAKE), executor=FAKE)
+    run_sweep(specs, tmp_path, workers=1, executor=FAKE, progress=False, write_store=False)
+    # a spec whose run never started, as after a crash before it was scheduled
+    extra = expand(parse_config({**d, "seeds": [5], "agents": ["a2c"], "overrides": {}}, executor=FAKE),
+                   executor=FAKE)
+    manifest = json.loads((tmp_path / "sweep.json").read_text())
+    manifest["specs"].append({"run_id": extra[0].run_id, "config": dict(extra[0].config)})
+    (tmp_path / "sweep.json").write_text(json.dumps(manifest))
+
+    runs, episodes = collect(tmp_path)
+    assert len(runs) == 5 and runs["run_id"].is_unique
+    by = runs.set_index("scheme")
+    assert by.loc["lcpo[reservoir_size=20]", "status"] == "done"
+    assert by.loc["lcpo[reservoir_size=20]", "hp/reservoir_size"] == 20
+    assert str(runs["hp/reservoir_size"].dtype) == "Int64"  # integers stay integers next to missing values
+    assert set(runs.loc[runs.agent == "fail", "status"]) == {"failed"}
+    assert set(runs.loc[runs.seed == 5, "status"]) == {"missing"}
+    assert set(episodes["run_id"]) == set(runs.loc[runs.status == "done", "run_id"])
+    assert len(episodes) == 3 * 5
+
+    (tmp_path / "sweep.json").unlink()  # scanning the run folders gives the same rows for the runs that exist
+    scanned, _ = collect(tmp_path)
+    cols = ["run_id", "status", "env", "trace", "agent", "seed", "scheme", "lifelong_return"]
+    pd.testing.assert_frame_equal(
+        scanned[cols].sort_values("run_id").reset_index(drop=True),
+        runs.loc[runs.status != "missing", cols].sort_values("run_id").reset_index(drop=True))
+    r, e = load_store(tmp_path)
+    assert (tmp_path / "results.parquet").exists() and len(r) == 4 and len(e) == 15
+
+
+def test_bad_folders(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a sweep folder"):
+        collect(tmp_path)
+    (tmp_path / "runs" / "x").mkdir(parents=True)
+    (tmp_path / "runs" / "x" / "summary.json").write_text("{not json")
+    with pytest.raises(ValueError, match="summary.json: malformed JSON"):
+        collect(tmp_path)
+
+
+def test_scheme_label():
+    assert scheme_label("a2c", {}) == "a2c"
+    assert scheme_label("lcpo", {"b": [64, 64], "a": 0.5}) == "lcpo[a=0.5,b=[64,64]]"
+    assert run_dir("R", "id").as_posix() == "R/runs/id"
