@@ -80,3 +80,12 @@ def test_sampler_returns_b_ood_states_or_nothing():
     anchors, frac = sample_ood(_reservoir(100, 1900, rng), det, batch=200, factor=5)
     assert anchors is None and 0.0 < frac < 0.1
     assert sample_ood(ReservoirBuffer(10, 9, rng), det, 5) == (None, 0.0)
+
+
+def test_l2_threshold_is_in_trace_units():
+    """A trace divided by 8 by the environment: the same wind change must still count as OOD."""
+    scaled = ContextSpec(SPEC.indices, SPEC.names, SPEC.groups, scale=1 / 8)
+    recent = _obs(np.zeros((10, 6)))
+    x = _obs(np.full((1, 6), 1.5 / 8))  # 1.5 trace units of wind on both axes, as observed after the divisor
+    assert L2Distance(scaled, sigma2=1.0).fit(recent)(x)[0]          # 1.5^2 * 2 = 4.5 > 1 in trace units
+    assert not L2Distance(SPEC, sigma2=1.0).fit(recent)(x)[0]        # without the scale it would look near

@@ -28,6 +28,10 @@ class ContextSpec:
             sample's 3 x-lags and 3 y-lags into a 2-D wind").
         units: unit of the context values, e.g. ``"N m (trace units)"``.
         bound: the absolute bound the environment enforces on raw context values (``inf`` if none).
+        scale: observed context = trace value x ``scale`` (``1 / divisor`` for a trace divided by the
+            environment, e.g. 1/8 on InvertedDoublePendulum). Detector thresholds are given in trace units and
+            rescaled with it, so the same threshold means the same wind on every environment (spec: "scale
+            them with the trace, or LCPO silently finds no OOD samples").
 
     Raises:
         ValueError: if ``names`` and ``indices`` differ in length, an index repeats, or the groups do not
@@ -39,6 +43,7 @@ class ContextSpec:
     groups: tuple[tuple[int, ...], ...] = field(default=())
     units: str = ""
     bound: float = float("inf")
+    scale: float = 1.0
 
     def __post_init__(self) -> None:
         idx = tuple(int(i) for i in self.indices)
@@ -52,6 +57,8 @@ class ContextSpec:
         if sorted(flat) != sorted(idx):
             raise ValueError(f"ContextSpec: groups {groups} do not partition indices {idx}")
         object.__setattr__(self, "groups", groups)
+        if not (np.isfinite(self.scale) and self.scale > 0):
+            raise ValueError(f"ContextSpec: scale must be positive and finite, got {self.scale}")
 
     @property
     def dim(self) -> int:
@@ -89,6 +96,7 @@ class ContextSpec:
             "groups": [list(g) for g in self.groups],
             "units": self.units,
             "bound": self.bound,
+            "scale": self.scale,
         }
 
 

@@ -58,6 +58,7 @@ class WindProcess:
 
     def __init__(self, trace=None, divisor: float = 1.0, lags: int = 3, bound: float = WIND_BOUND):
         base = as_wind_trace(trace)
+        self.divisor = float(divisor)
         self.trace = base.scaled(divisor)
         vals = self.trace.values
         over = np.abs(vals) > bound
@@ -114,7 +115,7 @@ class WindProcess:
         ys = tuple(range(base_dim + L, base_dim + 2 * L))
         names = tuple(f"wind_x[t-{k}]" if k else "wind_x[t]" for k in range(L)) + tuple(
             f"wind_y[t-{k}]" if k else "wind_y[t]" for k in range(L))
-        return ContextSpec(xs + ys, names, (xs, ys), units=units, bound=WIND_BOUND)
+        return ContextSpec(xs + ys, names, (xs, ys), units=units, bound=WIND_BOUND, scale=1.0 / self.divisor)
 
     def get_state(self) -> dict:
         """Checkpointable state (index and lag window)."""

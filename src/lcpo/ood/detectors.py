@@ -32,7 +32,9 @@ class L2Distance:
 
     Args:
         spec: the environment's context declaration.
-        sigma2: squared-distance threshold, in squared context units (scale it with a rescaled trace).
+        sigma2: squared-distance threshold in squared *trace* units: the detector compares with
+            ``sigma2 * spec.scale ** 2`` in observation units, so a trace divided by 8 by the environment keeps
+            the same meaning of "far".
 
     Raises:
         ValueError: if ``sigma2`` is not positive and finite.
@@ -42,6 +44,7 @@ class L2Distance:
         if not (np.isfinite(sigma2) and sigma2 > 0):
             raise ValueError(f"L2Distance threshold sigma2 must be positive and finite, got {sigma2}")
         self.spec, self.sigma2 = spec, float(sigma2)
+        self.threshold = self.sigma2 * spec.scale ** 2  # in observation units
         self.center = None
 
     def fit(self, recent_obs: np.ndarray) -> "L2Distance":
@@ -57,7 +60,7 @@ class L2Distance:
         return np.einsum("ij,ij->i", d, d)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        return self.distance_sq(obs) > self.sigma2
+        return self.distance_sq(obs) > self.threshold
 
 
 def mahalanobis_sq(x: np.ndarray, mean: np.ndarray, precision: np.ndarray) -> np.ndarray:
@@ -74,6 +77,7 @@ class Mahalanobis:
     ``Sigma + (ridge * tr(Sigma) / d + floor) I`` before inversion (by symmetric eigendecomposition), so the
     answer is always finite: with a constant recent context every differing sample is far away, an equal one at
     distance 0. On well-conditioned data the distances equal SciPy's to about ``ridge`` relative error.
+    The distance is invariant to rescaling the context, so no trace-divisor correction is needed.
 
     Args:
         spec: the environment's context declaration.
