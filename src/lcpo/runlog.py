@@ -37,7 +37,7 @@ class RunLog:
     """Collects training diagnostics and writes ``episodes.csv`` / ``diagnostics.csv``.
 
     Diagnostics of each update are summed into a window of ``every`` environment steps; each closed window
-    becomes one row of means (columns = the union of keys seen, in first-seen order).
+    becomes one row of means (columns: ``step``, ``updates``, then the other keys seen, sorted).
 
     Args:
         out_dir: run folder.
@@ -106,9 +106,9 @@ class RunLog:
         w.writerow(list(EPISODE_COLUMNS) + ctx_cols)
         w.writerows(episodes)
         atomic_write_text(self.out_dir / "episodes.csv", buf.getvalue())
-        keys: list[str] = []
-        for r in self.rows:
-            keys += [k for k in r if k not in keys]
+        # stable column order (a resumed run's rows come back from JSON with sorted keys)
+        seen = {k for r in self.rows for k in r}
+        keys = [k for k in ("step", "updates") if k in seen] + sorted(seen - {"step", "updates"})
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
         w.writeheader()

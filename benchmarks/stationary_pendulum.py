@@ -1,0 +1,166 @@
+"""Stationary sanity check (paper Table 10): zero-wind Pendulum with discretized actions.
+
+Each agent trains online on ``lcpo/WindyPendulum-v0`` with trace ``zero`` (no wind, so the task is stationary
+Pendulum-v1 with 15 torque bins and 6 always-zero context entries) for ``--steps`` steps (paper: 1.6M), then its
+frozen policy is evaluated on ``--eval-episodes`` fresh episodes (paper: 1,000) of the same environment. Paper
+figures (mean evaluation return): A2C about -165, TRPO about -166, DDQN about -149, SAC about -146.
+
+Evaluation acts greedily by default (``--eval-mode greedy``: most probable bin, or the greedy Q bin for DDQN);
+``--eval-mode sample`` samples stochastic policies (DDQN then acts epsilon-greedily at its final epsilon).
+
+DDQN's exploration schedule is in epochs (1,000 random + 5,000 decaying epochs of 200 steps = 1.2M steps); with
+``--ddqn-schedule scaled`` (the default) both epoch counts are scaled by ``steps / 1.6M`` so a reduced budget keeps
+the paper's proportions (a 100k-step run would otherwise act uniformly at random throughout). ``paper`` keeps them.
+
+Every (agent, seed) run writes ``OUT/AGENT-sSEED/result.json`` (and the trained agent under ``agent/``); runs whose
+result exists are skipped, so an interrupted sweep resumes run by run. Runs go in ``--jobs`` parallel processes,
+each with one torch thread.
+
+Usage::
+
+    python benchmarks/stationary_pendulum.py --agents a2c trpo ddqn sac --steps 1600000 --seeds 0 1 2 \
+        --eval-episodes 1000 --jobs 4 --out runs/stationary
+
+Prints a Markdown table (agent, seeds, mean evaluation return +- standard error over seeds, per-seed means,
+training steps/s, paper figure) and writes it to ``OUT/table.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np
+
+PAPER = {"a2c": -165.0, "trpo": -166.0, "ddqn": -149.0, "sac": -146.0}
+PAPER_STEPS = 1_600_000
+ENV_ID = "lcpo/WindyPendulum-v0"
+
+
+def agent_overrides(name: str, steps: int, ddqn_schedule: str) -> dict:
+    """Hyperparameter overrides of one agent for a ``steps``-step run (only DDQN's schedule when scaled)."""
+    if name != "ddqn" or ddqn_schedule == "paper":
+        return {}
+    from lcpo.agents.ddqn import DDQNHyperparameters
+
+    hp = DDQNHyperparameters()
+    f = steps / PAPER_STEPS
+    return {"random_epochs": max(0, round(hp.random_epochs * f)), "decay_epochs": max(1, round(hp.decay_epochs * f))}
+
+
+def evaluate(agent, episodes: int, seed: int, mode: str) -> np.ndarray:
+    """Returns ``(episodes,)`` float64 of the frozen agent on fresh zero-wind episodes (no learning)."""
+    import gymnasium as gym
+
+    env = gym.make(ENV_ID, trace="zero")
+    det = mode == "greedy"
+    out = np.zeros(episodes)
+    obs, _ = env.reset(seed=seed)
+    for i in range(episodes):
+        ret, done = 0.0, False
+        while not done:
+            obs, r, term, trunc, _ = env.step(agent.act(obs, deterministic=det))
+            ret += r
+            done = term or trunc
+        out[i] = ret
+        obs, _ = env.reset()
+    return out
+
+
+def run_one(name: str, seed: int, steps: int, eval_episodes: int, eval_mode: str, ddqn_schedule: str,
+            out: str) -> dict:
+    """Train one agent on zero-wind Pendulum, evaluate it, write ``result.json``; returns the result."""
+    import gymnasium as gym
+    import torch
+
+    import lcpo.envs  # noqa: F401
+    from lcpo.agents import AGENTS
+
+    torch.set_num_threads(1)
+    folder = Path(out) / f"{name}-s{seed}"
+    res_path = folder / "result.json"
+    if res_path.exists():
+        return json.loads(res_path.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    overrides = agent_overrides(name, steps, ddqn_schedule)
+    agent = AGENTS[name](gym.make(ENV_ID, trace="zero"), seed=seed, **overrides)
+    t0 = time.perf_counter()
+    chunk = max(1, steps // 20)
+    done = 0
+    while done < steps:
+        n = min(chunk, steps - done)
+        agent.learn(n)
+        done += n
+        recent = [e[2] for e in agent.episodes[-25:]]
+        print(f"[{name} s{seed}] {done}/{steps} steps, recent return {np.mean(recent):.1f}, "
+              f"{done / (time.perf_counter() - t0):.0f} steps/s", file=sys.stderr, flush=True)
+    train_s = time.perf_counter() - t0
+    rets = evaluate(agent, eval_episodes, 1_000_000 + seed, eval_mode)
+    train_returns = [e[2] for e in agent.episodes]
+    result = {"agent": name, "seed": seed, "steps": steps, "eval_episodes": eval_episodes, "eval_mode": eval_mode,
+              "eval_mean": float(rets.mean()), "eval_std": float(rets.std()),
+              "train_lifelong_return": float(np.mean(train_returns)),
+              "train_last_10pct_return": float(np.mean(train_returns[-max(1, len(train_returns) // 10):])),
+              "train_steps_per_s": steps / train_s, "overrides": overrides}
+    agent.save(folder / "agent")
+    res_path.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def table(results: list[dict]) -> str:
+    """Markdown table over agents (mean +- standard error of the per-seed evaluation means)."""
+    lines = ["| agent | seeds | steps | eval return (mean +- s.e.) | per seed | train steps/s | paper |",
+             "|---|---|---|---|---|---|---|"]
+    for name in dict.fromkeys(r["agent"] for r in results):
+        rs = [r for r in results if r["agent"] == name]
+        m = np.array([r["eval_mean"] for r in rs])
+        se = m.std(ddof=1) / np.sqrt(len(m)) if len(m) > 1 else float("nan")
+        per = ", ".join(f"{x:.1f}" for x in m)
+        sps = np.mean([r["train_steps_per_s"] for r in rs])
+        lines.append(f"| {name} | {len(rs)} | {rs[0]['steps']:,} | {m.mean():.1f} +- {se:.1f} | {per} | {sps:.0f} | "
+                     f"{PAPER.get(name, float('nan')):.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--agents", nargs="+", default=["a2c", "trpo", "ddqn", "sac"])
+    p.add_argument("--steps", type=int, default=PAPER_STEPS)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--eval-episodes", type=int, default=1000)
+    p.add_argument("--eval-mode", choices=["greedy", "sample"], default="greedy")
+    p.add_argument("--ddqn-schedule", choices=["scaled", "paper"], default="scaled")
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--out", default="runs/stationary-pendulum")
+    args = p.parse_args(argv)
+    import lcpo.envs  # noqa: F401
+    from lcpo.agents import AGENTS
+
+    unknown = [a for a in args.agents if a not in AGENTS]
+    if unknown:
+        p.error(f"unknown agent(s) {unknown}; known: {sorted(AGENTS)}")
+    if args.steps < 1 or args.eval_episodes < 1 or args.jobs < 1:
+        p.error("--steps, --eval-episodes and --jobs must be >= 1")
+    jobs = [(a, s, args.steps, args.eval_episodes, args.eval_mode, args.ddqn_schedule, args.out)
+            for a in args.agents for s in args.seeds]
+    if args.jobs == 1:
+        results = [run_one(*j) for j in jobs]
+    else:
+        with ProcessPoolExecutor(args.jobs) as ex:
+            results = list(ex.map(run_one, *zip(*jobs)))
+    md = table(results)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "table.md").write_text(md + "\n")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

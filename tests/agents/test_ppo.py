@@ -1,0 +1,92 @@
+"""PPO: the clipped surrogate's gradient (analytic), early stop on KL, minibatch epochs."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import lcpo.envs  # noqa: F401
+from lcpo.agents.ppo import PPO, clipped_surrogate
+from lcpo.loop import Transition
+from lcpo.threads import limit_threads
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    with limit_threads(1):  # torch and BLAS: updates are also called directly, outside learn()
+        yield
+
+
+def _grad(ratio, adv, clip=0.2):
+    logp_old = torch.tensor([-1.0], dtype=torch.float64)
+    logp = (logp_old + np.log(ratio)).clone().requires_grad_(True)
+    clipped_surrogate(logp, logp_old, torch.tensor([adv], dtype=torch.float64), clip).backward()
+    return float(logp.grad[0])
+
+
+@pytest.mark.parametrize("ratio, adv, flat", [
+    (1.5, 1.0, True),    # above 1 + eps with A > 0: no incentive to move further
+    (1.5, -1.0, False),  # above 1 + eps with A < 0: still pushed down (the pessimistic, unclipped term)
+    (0.5, -1.0, True),   # below 1 - eps with A < 0: no incentive to move further
+    (0.5, 1.0, False),   # below 1 - eps with A > 0: still pushed up
+    (1.1, 1.0, False),   # inside the clip range: the plain ratio objective
+    (0.9, -1.0, False),
+])
+def test_clip_zeroes_the_gradient_exactly_for_the_right_sign(ratio, adv, flat):
+    g = _grad(ratio, adv)
+    if flat:
+        assert g == 0.0
+    else:
+        # d(-r A)/d logp = -r A
+        assert g == pytest.approx(-ratio * adv, rel=1e-12)
+
+
+def test_clipped_surrogate_masks_and_validates():
+    logp_old = torch.zeros(3)
+    logp = torch.log(torch.tensor([1.0, 2.0, 1.1]))
+    adv = torch.tensor([1.0, 1.0, 2.0])
+    # masked mean over entries 0 and 2: -(1 * 1 + 1.1 * 2) / 2
+    assert float(clipped_surrogate(logp, logp_old, adv, 0.2, torch.tensor([1.0, 0.0, 1.0]))) == pytest.approx(-1.6)
+    with pytest.raises(ValueError, match="clip must be in"):
+        clipped_surrogate(logp, logp_old, adv, 1.5)
+    with pytest.raises(ValueError, match="shapes differ"):
+        clipped_surrogate(logp, logp_old[:2], adv, 0.2)
+
+
+def _update(**kw):
+    env = gym.make("lcpo/WindyPendulum-v0", trace="zero")
+    agent = PPO(env, seed=1, **kw)
+    obs, _ = env.reset(seed=1)
+    rng = np.random.default_rng(1)
+    while agent.rollout.ptr < agent.rollout.size - 1:
+        a = agent.act(obs)
+        nobs, r, te, tr, _ = env.step(a)
+        agent.rollout.add(obs, a, r + 50.0 * rng.normal(), nobs, te, tr, agent.hp.gamma)
+        obs = env.reset()[0] if te or tr else nobs
+    return agent.observe(Transition(obs, agent.act(obs), -1.0, obs, False, False))
+
+
+def test_early_stop_on_kl():
+    tight = _update(max_kl=1e-9, actor_lr=1e-2)
+    assert tight["train/early_stop"] == 1.0 and tight["train/iterations"] == 1.0
+    assert tight["train/kl"] > 1e-9
+    mid = _update(max_kl=1e-3, actor_lr=1e-2)
+    assert mid["train/early_stop"] == 1.0 and 1.0 <= mid["train/iterations"] < 30.0
+    loose = _update(max_kl=1e9, actor_lr=1e-2)
+    assert loose["train/early_stop"] == 0.0 and loose["train/iterations"] == 30.0
+    assert loose["train/kl"] > mid["train/kl"]
+
+
+def test_minibatch_epochs_count_steps():
+    d = _update(max_kl=1e9, epochs=3, minibatch_size=64)  # 200 states: minibatches of 64, 64, 64, 8
+    assert d["train/iterations"] == 3 * 4
+
+
+def test_bad_settings_are_named():
+    env = gym.make("lcpo/WindyPendulum-v0", trace="zero")
+    with pytest.raises(ValueError, match="clip must be in"):
+        PPO(env, clip=0.0)
+    with pytest.raises(ValueError, match="max_kl must be positive"):
+        PPO(env, max_kl=-1.0)
+    with pytest.raises(ValueError, match="epochs >= 1"):
+        PPO(env, epochs=0)
