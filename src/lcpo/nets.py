@@ -73,6 +73,7 @@ class CategoricalPolicy(nn.Module):
         self.body = body if body is not None else mlp([self.obs_dim, *hidden, self.dims * self.bins])
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """``(B, obs_dim)`` float32 observations -> ``(B, D, K)`` logits."""
         return self.body(obs).view(-1, self.dims, self.bins)
 
     def log_probs(self, obs: torch.Tensor) -> torch.Tensor:
@@ -103,6 +104,7 @@ class ValueNet(nn.Module):
         self.body = body if body is not None else mlp([int(obs_dim), *hidden, 1])
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """``(B, obs_dim)`` float32 observations -> ``(B,)`` values."""
         return self.body(obs).squeeze(-1)
 
 
@@ -170,13 +172,16 @@ class TorchPolicy:
         """Nothing to copy: the torch module is used directly."""
 
     def logits(self, obs: np.ndarray) -> np.ndarray:
+        """``(D, K)`` logits of one observation ``(obs_dim,)``."""
         with torch.inference_mode():
             return self.policy(torch.as_tensor(obs, dtype=torch.float32).reshape(1, -1))[0].numpy()
 
     def sample(self, obs: np.ndarray, gumbel: np.ndarray) -> np.ndarray:
+        """Gumbel-max draw ``(D,)`` int64 with pre-drawn noise ``gumbel (D * K,)``."""
         return (self.logits(obs) + gumbel.reshape(self.dims, self.bins)).argmax(axis=1)
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
+        """Most probable action ``(D,)`` int64."""
         return self.logits(obs).argmax(axis=1)
 
 

@@ -144,9 +144,11 @@ class Agent:
 
     # -- persistence -----------------------------------------------------------------------------------
     def state_dict(self) -> dict:  # pragma: no cover - abstract
+        """Everything needed for an exact resume: tensors, NumPy arrays and JSON values only."""
         raise NotImplementedError
 
     def load_state_dict(self, state: dict) -> None:  # pragma: no cover - abstract
+        """Restore :meth:`state_dict` output exactly."""
         raise NotImplementedError
 
     def save(self, path: str | Path) -> None:
@@ -257,6 +259,7 @@ class OnPolicyAgent(Agent):
         return None
 
     def update(self) -> dict:  # pragma: no cover - abstract
+        """Learn from the full rollout batch; return diagnostics (namespaced keys)."""
         raise NotImplementedError
 
     # -- shared update pieces --------------------------------------------------------------------------

@@ -195,6 +195,7 @@ class LCPO(OnPolicyAgent):
         return diag
 
     def state_dict(self) -> dict:
+        """The on-policy state plus reservoir, temperature, its optimizer and LCPO's counters."""
         state = super().state_dict()
         state.update({"reservoir": self.reservoir.state_dict(), "log_alpha": self.log_alpha.detach().clone(),
                       "alpha_opt": self.alpha_opt.state_dict(), "constrained_updates": self.constrained_updates,
@@ -202,6 +203,7 @@ class LCPO(OnPolicyAgent):
         return state
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` output exactly."""
         super().load_state_dict(state)
         self.reservoir.load_state_dict(state["reservoir"])
         with torch.no_grad():

@@ -199,6 +199,8 @@ class OffPolicyAgent(Agent):
         }
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict:  # pragma: no cover - abstract
+        """One gradient step on a replay ``batch`` (tensors keyed like ``ReplayBuffer.sample``); returns
+        diagnostics."""
         raise NotImplementedError
 
     def _sync_fast(self) -> None:  # pragma: no cover - abstract

@@ -94,6 +94,8 @@ class WindyPendulumEnv(gym.Env):
         return self._observe(), {"context": self.wind.current.copy()}
 
     def step(self, action):
+        """Apply torque ``action`` ((1,) float, N m) plus this step's wind; returns the Gymnasium 5-tuple with
+        ``info["context"]`` the wind ``(2,)`` applied. Raises ``ValueError`` on a non-finite action."""
         a = np.asarray(action, dtype=np.float32).reshape(-1)
         if a.shape != (1,) or not math.isfinite(a[0]):
             raise ValueError(f"WindyPendulum action must be a finite (1,) torque, got {action!r}")

@@ -34,6 +34,7 @@ class RolloutBuffer:
 
     @property
     def full(self) -> bool:
+        """True once ``size`` transitions are stored."""
         return self.ptr >= self.size
 
     def add(self, obs, action, reward: float, next_obs, terminated: bool, truncated: bool,

@@ -19,7 +19,8 @@ __all__ = ["OODDetector", "L2Distance", "Mahalanobis", "make_detector", "mahalan
 class OODDetector(Protocol):
     """``fit(recent_obs (M, obs_dim))`` then ``__call__(obs (N, obs_dim)) -> (N,) bool`` (True = OOD)."""
 
-    def fit(self, recent_obs: np.ndarray) -> "OODDetector": ...
+    def fit(self, recent_obs: np.ndarray) -> "OODDetector":
+        """Fit the detector to the recent batch's observations ``(M, obs_dim)``; returns itself."""
 
     def __call__(self, obs: np.ndarray) -> np.ndarray: ...
 

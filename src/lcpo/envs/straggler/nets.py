@@ -93,6 +93,7 @@ class PermInvariantNet(nn.Module):
         return NumpyPermInvariantPolicy(policy)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """``(B, 32)`` straggler observations -> ``(B, out_dim)``; raises ``ValueError`` on another shape."""
         if obs.dim() != 2 or obs.shape[1] != self.obs_dim:
             raise ValueError(f"PermInvariantNet for {self.n_servers} servers expects observations of shape "
                              f"(B, {self.obs_dim}), got {tuple(obs.shape)}")
