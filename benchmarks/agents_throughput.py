@@ -36,7 +36,8 @@ from lcpo.envs.registration import make_env
 
 #: agents timed by default (those whose modules exist)
 DEFAULT_AGENTS = ("a2c", "lcpo", "trpo", "ppo", "lcpo-p", "ddqn", "sac", "prescient-a2c", "prescient-trpo",
-                  "prescient-ddqn", "prescient-sac")
+                  "prescient-ddqn", "prescient-sac", "tabular-a2c", "ewc", "ogd", "clear", "ptdqn", "bfdqn", "mbcd",
+                  "mbpo")
 
 
 def time_agent(name: str, steps: int, trace, seed: int = 0, overrides: dict | None = None) -> tuple[float, int]:
