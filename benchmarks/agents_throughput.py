@@ -36,7 +36,7 @@ from lcpo.envs.registration import make_env
 
 #: agents timed by default (those whose modules exist)
 DEFAULT_AGENTS = ("a2c", "lcpo", "trpo", "ppo", "lcpo-p", "ddqn", "sac", "prescient-a2c", "prescient-trpo",
-                  "prescient-ddqn", "prescient-sac", "tabular-a2c", "ewc", "ogd", "clear", "ptdqn", "bfdqn", "mbcd",
+                  "prescient-ddqn", "prescient-sac", "ewc", "ogd", "clear", "ptdqn", "bfdqn", "mbcd",
                   "mbpo")
 
 
