@@ -19,9 +19,7 @@ Prints a Markdown table (the one in ``docs/agents.md``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import time
 import warnings
@@ -33,6 +31,7 @@ import torch
 from lcpo.agents import AGENTS
 from lcpo.contexts import resolve_trace
 from lcpo.envs.registration import make_env
+from common import report  # benchmarks/common.py (scripts run with benchmarks/ on sys.path)
 
 #: agents timed by default (those whose modules exist)
 DEFAULT_AGENTS = ("a2c", "lcpo", "trpo", "ppo", "lcpo-p", "ddqn", "sac", "prescient-a2c", "prescient-trpo",
@@ -80,14 +79,7 @@ def main(argv=None) -> int:
             best = min(time_agent(name, args.steps, trace, seed=k) for k in range(args.repeats))
             results[name] = best[1] / best[0]
             print(f"{name}: {results[name]:,.0f} steps/s", file=sys.stderr, flush=True)
-    print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, torch "
-          f"{torch.__version__}, 1 thread, {args.steps} steps, best of {args.repeats}\n")
-    print("| agent | steps/s |\n|---|---|")
-    for name, sps in results.items():
-        print(f"| `{name}` | {sps:,.0f} |")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"steps": args.steps, "repeats": args.repeats, "steps_per_s": results}, f, indent=2)
+    report(results, "agent", args.steps, args.repeats, args.json, f"torch {torch.__version__}, 1 thread, ")
     return 0
 
 

@@ -16,9 +16,7 @@ Prints a Markdown table (the one in ``docs/envs.md``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import time
 import warnings
@@ -29,6 +27,7 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 
 import lcpo.envs  # noqa: E402,F401  (registers the ids)
+from common import report  # benchmarks/common.py (scripts run with benchmarks/ on sys.path)
 
 ENV_IDS = (
     "lcpo/WindyPendulum-v0",
@@ -80,14 +79,7 @@ def main(argv=None) -> int:
             time_env(env, min(2_000, args.steps), seed=1)  # warm-up
             secs = [time_env(env, args.steps, seed=k) for k in range(args.repeats)]
             results[env_id] = args.steps / min(secs)
-    print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
-          f"{args.steps} steps, best of {args.repeats} runs\n")
-    print("| environment | steps/s |\n|---|---|")
-    for env_id, sps in results.items():
-        print(f"| `{env_id}` | {sps:,.0f} |")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"steps": args.steps, "repeats": args.repeats, "steps_per_s": results}, f, indent=2)
+    report(results, "environment", args.steps, args.repeats, args.json, "")
     return 0
 
 

@@ -104,3 +104,15 @@ class BadEnv(gym.Env):
 def test_non_finite_observation_or_reward_raises(what, match):
     with pytest.raises(ValueError, match=match):
         OnlineLoop(BadEnv(what), Recorder(0)).run(10)
+
+
+@pytest.mark.parametrize("what, match", [("obs", "non-finite next_obs"), ("reward", "non-finite reward")])
+def test_validating_agent_rejects_bad_input_inside_the_loop(what, match):
+    """An agent that validates transitions itself (the loop then skips its own check) still raises."""
+    from lcpo.agents import A2C
+
+    env = BadEnv(what)
+    agent = A2C(env, seed=0)
+    assert agent.validates_transitions
+    with pytest.raises(ValueError, match=match):
+        OnlineLoop(env, agent).run(10)

@@ -124,3 +124,11 @@ def test_module_entry_point_help():
                          env={**os.environ}, check=True).stdout
     for cmd in ("run", "traces", "envs", "agents"):
         assert cmd in out
+
+
+@pytest.mark.parametrize("flag, value", [("--steps", "-5"), ("--steps", "ten"), ("--seed", "-1")])
+def test_cli_rejects_bad_numbers(flag, value, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["run", flag, value])
+    assert exc.value.code == 2
+    assert repr(value) in capsys.readouterr().err

@@ -105,6 +105,8 @@ class Agent:
     Hyperparameters: ClassVar[type]
     #: torch/BLAS threads while :meth:`learn` runs (1: fastest for these small networks; None: leave as is)
     threads: ClassVar[int | None] = 1
+    #: True if :meth:`observe` rejects non-finite rewards and observations itself (the loop then skips its check)
+    validates_transitions: ClassVar[bool] = False
 
     def __init__(self, env: gym.Env, seed: int = 0, hparams=None, **overrides):
         self.env = env
@@ -181,6 +183,8 @@ class OnPolicyAgent(Agent):
     Subclasses implement :meth:`update` (called when the rollout batch is full) and may extend
     ``state_dict``/``load_state_dict``.
     """
+
+    validates_transitions = True
 
     def __init__(self, env: gym.Env, seed: int = 0, hparams=None, **overrides):
         super().__init__(env, seed, hparams, **overrides)

@@ -84,6 +84,8 @@ class MBCD(Agent):
         ValueError: for invalid hyperparameters (named); TypeError for unsupported spaces.
     """
 
+    validates_transitions = True  # observe() checks reward and next_obs (through the active SAC agent)
+
     name = "mbcd"
     Hyperparameters = MBCDHyperparameters
 

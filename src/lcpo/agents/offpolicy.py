@@ -111,6 +111,8 @@ class OffPolicyAgent(Agent):
         ValueError: on non-positive sizes or a discount outside [0, 1].
     """
 
+    validates_transitions = True  # observe() checks reward and next_obs
+
     def __init__(self, env: gym.Env, seed: int = 0, hparams=None, **overrides):
         super().__init__(env, seed, hparams, **overrides)
         hp = self.hp

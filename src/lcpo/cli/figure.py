@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
+from lcpo.cli.argtypes import positive_int
 
 __all__ = ["add_parser", "run_gridworld"]
 
@@ -25,16 +26,6 @@ def _scale(text: str) -> float:
         raise argparse.ArgumentTypeError(f"--scale must be a number in (0, 1], got {text!r}") from None
     if not 0 < v <= 1:
         raise argparse.ArgumentTypeError(f"--scale must be a number in (0, 1], got {text!r}")
-    return v
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return v
 
 
@@ -52,8 +43,8 @@ def add_parser(subparsers) -> None:
     g.add_argument("--out", required=True, type=Path, help="output folder (created if missing)")
     g.add_argument("--scale", type=_scale, default=1.0,
                    help="multiply the three phase lengths by F in (0, 1] (default 1: the paper's 20K epochs)")
-    g.add_argument("--seeds", type=_positive_int, default=4, help="seeds per agent (default 4)")
-    g.add_argument("--workers", type=_positive_int, default=default_workers(),
+    g.add_argument("--seeds", type=positive_int, default=4, help="seeds per agent (default 4)")
+    g.add_argument("--workers", type=positive_int, default=default_workers(),
                    help="worker processes (default: available CPUs, at most 4)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.set_defaults(func=run_gridworld)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from lcpo.agents import AGENTS
+from lcpo.cli.argtypes import nonneg_int, positive_int
 from lcpo.contexts import DEFAULT_TRACE
 
 __all__ = ["add_parser", "cmd_run", "parse_assignments", "DEFAULT_STEPS"]
@@ -45,20 +46,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--trace", default=None,
                    help="trace name (see `lcpo traces list`) or .npy/.csv file (default: the bundled "
                         f"{DEFAULT_TRACE} for wind environments, the environment's own default otherwise)")
-    p.add_argument("--trace-length", type=int, default=None, help="resample/cut the trace to this many steps")
+    p.add_argument("--trace-length", type=positive_int, default=None, help="resample/cut the trace to this many steps")
     p.add_argument("--agent", nargs="+", default=["lcpo"], metavar="NAME",
                    help=f"agent(s) to run one after the other: {', '.join(sorted(AGENTS))}")
-    p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="environment steps per run")
-    p.add_argument("--seed", type=int, nargs="+", default=[0], help="seed(s)")
+    p.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS, help="environment steps per run")
+    p.add_argument("--seed", type=nonneg_int, nargs="+", default=[0], help="seed(s)")
     p.add_argument("--out", type=Path, default=Path("runs"),
                    help="output folder; each run goes to OUT/<agent>-s<seed> (default: runs)")
     p.add_argument("--reset", default="end", help="reset condition: end | every:N | never")
-    p.add_argument("--warmup", type=int, default=0, help="steps excluded from the lifelong return")
+    p.add_argument("--warmup", type=nonneg_int, default=0, help="steps excluded from the lifelong return")
     p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
                    help="agent hyperparameter override (repeatable; see `lcpo agents show NAME`)")
     p.add_argument("--env-arg", dest="env_kwargs", action="append", metavar="KEY=VALUE",
                    help="environment argument (repeatable), e.g. continuing=true")
-    p.add_argument("--checkpoint-every", type=int, default=50_000, help="steps between checkpoints (0: none)")
+    p.add_argument("--checkpoint-every", type=nonneg_int, default=50_000, help="steps between checkpoints (0: none)")
     p.add_argument("--resume", action="store_true", help="continue interrupted runs from their checkpoints")
     p.add_argument("--tensorboard", action="store_true", help="write TensorBoard logs to OUT/<run>/tb")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

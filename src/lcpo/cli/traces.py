@@ -19,31 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from lcpo.contexts import DEFAULT_LENGTH, TRACE_NAMES, ContextTrace, TraceError, resolve_trace, save_trace
+from lcpo.cli.argtypes import nonneg_int, positive_int
 
 __all__ = ["add_parser", "main", "plot_traces", "MAX_PLOT_POINTS"]
 
 MAX_PLOT_POINTS = 5_000
 """Long traces are plotted as per-bin min/max envelopes over at most this many bins per axis."""
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -144,17 +125,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
     p_make = sub.add_parser("make", help="generate a trace and save it as .npy or .csv (+ .json metadata)")
     p_make.add_argument("name", help="registered trace name (see `traces list`) or a trace file")
-    p_make.add_argument("--length", type=_positive_int, default=None,
+    p_make.add_argument("--length", type=positive_int, default=None,
                         help=f"number of steps (default: the trace's own; {DEFAULT_LENGTH} for synthetic traces)")
-    p_make.add_argument("--seed", type=_nonneg_int, default=0, help="generator seed (default: 0)")
+    p_make.add_argument("--seed", type=nonneg_int, default=0, help="generator seed (default: 0)")
     p_make.add_argument("--out", type=Path, required=True, help="output file ending in .npy or .csv")
     p_make.set_defaults(func=_cmd_make)
 
     p_plot = sub.add_parser("plot", help="plot traces (one panel each, one line per axis) into a PNG")
     p_plot.add_argument("traces", nargs="+", metavar="NAME_OR_FILE", help="trace names or .npy/.csv files")
     p_plot.add_argument("--out", type=Path, required=True, help="output PNG")
-    p_plot.add_argument("--length", type=_positive_int, default=None, help="number of steps to generate")
-    p_plot.add_argument("--seed", type=_nonneg_int, default=0, help="generator seed (default: 0)")
+    p_plot.add_argument("--length", type=positive_int, default=None, help="number of steps to generate")
+    p_plot.add_argument("--seed", type=nonneg_int, default=0, help="generator seed (default: 0)")
     p_plot.set_defaults(func=_cmd_plot)
     return parser
 
