@@ -16,10 +16,13 @@ Every (agent, seed) run writes ``OUT/AGENT-sSEED/result.json`` (and the trained 
 result exists are skipped, so an interrupted sweep resumes run by run. Runs go in ``--jobs`` parallel processes,
 each with one torch thread.
 
-Usage::
+``--set AGENT.KEY=VALUE`` overrides one agent's hyperparameter (repeatable; values parsed as JSON), e.g.
+``--set sac.train_every=1`` for per-step updates instead of the paper's one update per 200-step epoch.
 
-    python benchmarks/stationary_pendulum.py --agents a2c trpo ddqn sac --steps 1600000 --seeds 0 1 2 \
-        --eval-episodes 1000 --jobs 4 --out runs/stationary
+Usage (the paper-budget table in docs/agents.md; about 9 minutes on 2 cores)::
+
+    python benchmarks/stationary_pendulum.py --agents ddqn sac a2c trpo --steps 1600000 --seeds 0 1 2 \
+        --eval-episodes 1000 --jobs 2 --ddqn-schedule paper --out runs/table10
 
 Prints a Markdown table (agent, seeds, mean evaluation return +- standard error over seeds, per-seed means,
 training steps/s, paper figure) and writes it to ``OUT/table.md``.
@@ -74,8 +77,28 @@ def evaluate(agent, episodes: int, seed: int, mode: str) -> np.ndarray:
     return out
 
 
+def parse_sets(items: list[str]) -> dict[str, dict]:
+    """Parses ``--set AGENT.KEY=VALUE`` items into ``{agent: {key: value}}`` (values as JSON, else strings).
+
+    Raises:
+        SystemExit: (through ``argparse``) never; a ``ValueError`` names a malformed item.
+    """
+    out: dict[str, dict] = {}
+    for item in items:
+        head, sep, raw = item.partition("=")
+        agent, dot, key = head.partition(".")
+        if not sep or not dot or not agent or not key:
+            raise ValueError(f"--set {item!r}: expected AGENT.KEY=VALUE, e.g. sac.train_every=200")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out.setdefault(agent, {})[key] = value
+    return out
+
+
 def run_one(name: str, seed: int, steps: int, eval_episodes: int, eval_mode: str, ddqn_schedule: str,
-            out: str) -> dict:
+            out: str, extra: dict | None = None) -> dict:
     """Train one agent on zero-wind Pendulum, evaluate it, write ``result.json``; returns the result."""
     import gymnasium as gym
     import torch
@@ -89,7 +112,7 @@ def run_one(name: str, seed: int, steps: int, eval_episodes: int, eval_mode: str
     if res_path.exists():
         return json.loads(res_path.read_text())
     folder.mkdir(parents=True, exist_ok=True)
-    overrides = agent_overrides(name, steps, ddqn_schedule)
+    overrides = {**agent_overrides(name, steps, ddqn_schedule), **(extra or {})}
     agent = AGENTS[name](gym.make(ENV_ID, trace="zero"), seed=seed, **overrides)
     t0 = time.perf_counter()
     chunk = max(1, steps // 20)
@@ -139,7 +162,13 @@ def main(argv=None) -> int:
     p.add_argument("--ddqn-schedule", choices=["scaled", "paper"], default="scaled")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--out", default="runs/stationary-pendulum")
+    p.add_argument("--set", action="append", default=[], metavar="AGENT.KEY=VALUE",
+                   help="hyperparameter override of one agent (repeatable), e.g. --set sac.train_every=200")
     args = p.parse_args(argv)
+    try:
+        sets = parse_sets(args.set)
+    except ValueError as exc:
+        p.error(str(exc))
     import lcpo.envs  # noqa: F401
     from lcpo.agents import AGENTS
 
@@ -148,7 +177,7 @@ def main(argv=None) -> int:
         p.error(f"unknown agent(s) {unknown}; known: {sorted(AGENTS)}")
     if args.steps < 1 or args.eval_episodes < 1 or args.jobs < 1:
         p.error("--steps, --eval-episodes and --jobs must be >= 1")
-    jobs = [(a, s, args.steps, args.eval_episodes, args.eval_mode, args.ddqn_schedule, args.out)
+    jobs = [(a, s, args.steps, args.eval_episodes, args.eval_mode, args.ddqn_schedule, args.out, sets.get(a))
             for a in args.agents for s in args.seeds]
     if args.jobs == 1:
         results = [run_one(*j) for j in jobs]

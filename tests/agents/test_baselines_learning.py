@@ -28,3 +28,19 @@ def test_prescient_trpo_policy_is_good_from_the_first_online_episode():
                                  train_steps=300_000).learn(4_000)
     r = np.array([e[2] for e in a.episodes])
     assert len(r) == 20 and r.mean() > -500.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent, steps, overrides", [
+    ("sac", 640_000, {}),
+    # DDQN's paper schedule scaled to the budget: 50k random steps, epsilon 1 -> 0 over the next 250k
+    ("ddqn", 400_000, {"random_epochs": 250, "decay_epochs": 1250}),
+])
+def test_off_policy_agents_learn_windless_pendulum_at_the_papers_cadence(agent, steps, overrides):
+    """DDQN and SAC at their defaults (one 512-sample update per 200-step epoch, as in the paper) learn the
+    windless Pendulum: measured (seed 0) SAC -1724 -> -200 by 640k steps; a broken update stays near -1200."""
+    a = AGENTS[agent](make_env("lcpo/WindyPendulum-v0", trace="zero"), seed=0, **overrides).learn(steps)
+    assert a.updates == (steps - a.hp.learning_starts) // a.hp.train_every + 1
+    r = np.array([e[2] for e in a.episodes])
+    assert r[-20:].mean() > -500.0
+    assert r[-20:].mean() > r[:20].mean() + 500.0

@@ -20,7 +20,7 @@ def _one_torch_thread():
     torch.set_num_threads(n)
 
 
-SMALL = {"hidden": [16, 16], "batch_size": 32, "buffer_size": 2000, "learning_starts": 100, "random_epochs": 1,
+SMALL = {"hidden": [16, 16], "train_every": 1, "batch_size": 32, "buffer_size": 2000, "learning_starts": 100, "random_epochs": 1,
          "decay_epochs": 2, "depth": 5, "g1": 0.1}
 
 

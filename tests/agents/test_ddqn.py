@@ -24,7 +24,7 @@ def _one_torch_thread():
     torch.set_num_threads(n)
 
 
-SMALL = {"hidden": [16, 16], "batch_size": 32, "buffer_size": 2000, "learning_starts": 100}
+SMALL = {"hidden": [16, 16], "train_every": 1, "batch_size": 32, "buffer_size": 2000, "learning_starts": 100}
 
 ONLINE = [[0.0, 5.0, 1.0], [2.0, 0.0, 0.0]]  # greedy bins (1, 0)
 TARGET = [[10.0, 20.0, 30.0], [7.0, 8.0, 9.0]]  # own argmax (2, 2); at the online's picks: 20 and 7
@@ -112,7 +112,7 @@ def test_truncation_bootstraps_infinite_horizon_value():
     """
     env = gym.make("lcpo/ContinuingChain-v0", n_states=5)
     agent = DDQN(env, seed=0, gamma=0.9, hidden=(32, 32), lr=3e-3, batch_size=64, tau=0.05, learning_starts=100,
-                 random_epochs=0, decay_epochs=1, loss="mse")
+                 train_every=1, random_epochs=0, decay_epochs=1, loss="mse")
     agent.learn(2500, reset_condition="every:10")
     with torch.no_grad():
         q = agent.q(torch.eye(5)).numpy()
@@ -122,7 +122,7 @@ def test_truncation_bootstraps_infinite_horizon_value():
 def test_learns_context_bandit():
     env = ContextBandit(n_states=2, dims=2, bins=3)
     agent = DDQN(env, seed=1, hidden=(32,), lr=3e-3, batch_size=64, learning_starts=100, epoch_steps=100,
-                 random_epochs=1, decay_epochs=5, tau=0.05)
+                 train_every=1, random_epochs=1, decay_epochs=5, tau=0.05)
     agent.learn(1500)
     for s in range(2):
         o = np.eye(2, dtype=np.float32)[s]

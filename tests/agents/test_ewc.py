@@ -24,7 +24,7 @@ def _one_torch_thread():
     torch.set_num_threads(n)
 
 
-SMALL = {"hidden": [16, 16], "batch_size": 32, "buffer_size": 2000, "learning_starts": 100}
+SMALL = {"hidden": [16, 16], "train_every": 1, "batch_size": 32, "buffer_size": 2000, "learning_starts": 100}
 
 
 def test_registry_lists_ewc():

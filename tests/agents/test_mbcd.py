@@ -21,7 +21,7 @@ def _one_torch_thread():
     torch.set_num_threads(n)
 
 
-SMALL = {"hidden": [16, 16], "batch_size": 32, "buffer_size": 4000, "learning_starts": 100,
+SMALL = {"hidden": [16, 16], "train_every": 1, "batch_size": 32, "buffer_size": 4000, "learning_starts": 100,
          "model_train_every": 200, "model_train_steps": 50, "model_batch_size": 64, "model_hidden": [32],
          "model_members": 3, "calibration_steps": 50}
 

@@ -20,7 +20,7 @@ def _one_torch_thread():
     torch.set_num_threads(n)
 
 
-SMALL = {"hidden": [16, 16], "batch_size": 40, "buffer_size": 2000, "learning_starts": 100,
+SMALL = {"hidden": [16, 16], "train_every": 1, "batch_size": 40, "buffer_size": 2000, "learning_starts": 100,
          "model_train_every": 100, "model_train_steps": 20, "model_batch_size": 64, "model_hidden": [32],
          "model_members": 3, "rollout_batch": 50, "rollout_length": 2, "model_retain": 3, "real_ratio": 0.25}
 

@@ -26,7 +26,7 @@ def _one_torch_thread():
     torch.set_num_threads(n)
 
 
-SMALL = {"hidden": [16, 16], "batch_size": 32, "buffer_size": 2000, "learning_starts": 100}
+SMALL = {"hidden": [16, 16], "train_every": 1, "batch_size": 32, "buffer_size": 2000, "learning_starts": 100}
 
 
 def test_registry_lists_sac():
@@ -104,7 +104,7 @@ def test_truncation_bootstraps_infinite_horizon_value():
     """Reward 1 every step, gamma 0.9, truncated every 10 steps: with a negligible temperature Q = 10."""
     env = gym.make("lcpo/ContinuingChain-v0", n_states=5)
     agent = SAC(env, seed=0, gamma=0.9, hidden=(32, 32), critic_lr=3e-3, batch_size=64, tau=0.05,
-                learning_starts=100, auto_entropy=False, alpha_init=1e-6)
+                learning_starts=100, train_every=1, auto_entropy=False, alpha_init=1e-6)
     agent.learn(2500, reset_condition="every:10")
     with torch.no_grad():
         q = torch.stack([agent.q1(torch.eye(5)), agent.q2(torch.eye(5))]).numpy()
@@ -114,7 +114,7 @@ def test_truncation_bootstraps_infinite_horizon_value():
 def test_learns_context_bandit():
     env = ContextBandit(n_states=2, dims=2, bins=3)
     agent = SAC(env, seed=1, hidden=(32,), actor_lr=3e-3, critic_lr=3e-3, batch_size=64, learning_starts=100,
-                tau=0.05)
+                train_every=1, tau=0.05)
     agent.learn(1500)
     for s in range(2):
         o = np.eye(2, dtype=np.float32)[s]

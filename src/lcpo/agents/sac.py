@@ -79,7 +79,8 @@ class SACHyperparameters:
         tau: Polyak step of the target critics after each gradient step.
         buffer_size: replay capacity in transitions (oldest evicted first).
         learning_starts: transitions stored before the first update.
-        train_every: environment steps between update rounds.
+        train_every: environment steps between update rounds (200: one round per 200-step epoch, the
+            paper's cadence; 1 updates every step, far more sample-efficient and ~100x the compute).
         gradient_steps: gradient steps per update round.
         auto_entropy: tune the temperature automatically (else it stays at ``alpha_init``).
         alpha_init: initial temperature.
@@ -99,7 +100,7 @@ class SACHyperparameters:
     tau: float = 0.01
     buffer_size: int = 1_000_000
     learning_starts: int = 1_000
-    train_every: int = 1
+    train_every: int = 200
     gradient_steps: int = 1
     auto_entropy: bool = True
     alpha_init: float = 0.1
