@@ -97,6 +97,28 @@ def parse_sets(items: list[str]) -> dict[str, dict]:
     return out
 
 
+def settings_of(result: dict) -> dict:
+    """The settings that make a stored ``result.json`` reusable: steps, evaluation and hyperparameter overrides."""
+    return {"steps": result.get("steps"), "eval_episodes": result.get("eval_episodes"),
+            "eval_mode": result.get("eval_mode"), "overrides": json.loads(json.dumps(result.get("overrides", {})))}
+
+
+def stale_results(jobs: list[tuple]) -> list[str]:
+    """Stored results under the jobs' folders whose settings differ from the jobs' (one line each)."""
+    out = []
+    for name, seed, steps, eval_episodes, eval_mode, ddqn_schedule, folder, extra in jobs:
+        path = Path(folder) / f"{name}-s{seed}" / "result.json"
+        if not path.exists():
+            continue
+        want = settings_of({"steps": steps, "eval_episodes": eval_episodes, "eval_mode": eval_mode,
+                            "overrides": {**agent_overrides(name, steps, ddqn_schedule), **(extra or {})}})
+        have = settings_of(json.loads(path.read_text()))
+        diff = {k: (have[k], want[k]) for k in want if have[k] != want[k]}
+        if diff:
+            out.append(f"{path}: " + ", ".join(f"{k} stored {a!r}, asked {b!r}" for k, (a, b) in diff.items()))
+    return out
+
+
 def run_one(name: str, seed: int, steps: int, eval_episodes: int, eval_mode: str, ddqn_schedule: str,
             out: str, extra: dict | None = None) -> dict:
     """Train one agent on zero-wind Pendulum, evaluate it, write ``result.json``; returns the result."""
@@ -109,10 +131,14 @@ def run_one(name: str, seed: int, steps: int, eval_episodes: int, eval_mode: str
     torch.set_num_threads(1)
     folder = Path(out) / f"{name}-s{seed}"
     res_path = folder / "result.json"
-    if res_path.exists():
-        return json.loads(res_path.read_text())
-    folder.mkdir(parents=True, exist_ok=True)
     overrides = {**agent_overrides(name, steps, ddqn_schedule), **(extra or {})}
+    if res_path.exists():
+        stored = json.loads(res_path.read_text())
+        if settings_of(stored) != settings_of({"steps": steps, "eval_episodes": eval_episodes,
+                                               "eval_mode": eval_mode, "overrides": overrides}):
+            raise ValueError(f"{res_path} was made with other settings; use another --out")
+        return stored
+    folder.mkdir(parents=True, exist_ok=True)
     agent = AGENTS[name](gym.make(ENV_ID, trace="zero"), seed=seed, **overrides)
     t0 = time.perf_counter()
     chunk = max(1, steps // 20)
@@ -122,7 +148,8 @@ def run_one(name: str, seed: int, steps: int, eval_episodes: int, eval_mode: str
         agent.learn(n)
         done += n
         recent = [e[2] for e in agent.episodes[-25:]]
-        print(f"[{name} s{seed}] {done}/{steps} steps, recent return {np.mean(recent):.1f}, "
+        shown = f"{np.mean(recent):.1f}" if recent else "n/a"
+        print(f"[{name} s{seed}] {done}/{steps} steps, recent return {shown}, "
               f"{done / (time.perf_counter() - t0):.0f} steps/s", file=sys.stderr, flush=True)
     train_s = time.perf_counter() - t0
     rets = evaluate(agent, eval_episodes, 1_000_000 + seed, eval_mode)
@@ -144,10 +171,10 @@ def table(results: list[dict]) -> str:
     for name in dict.fromkeys(r["agent"] for r in results):
         rs = [r for r in results if r["agent"] == name]
         m = np.array([r["eval_mean"] for r in rs])
-        se = m.std(ddof=1) / np.sqrt(len(m)) if len(m) > 1 else float("nan")
+        se = f"{m.std(ddof=1) / np.sqrt(len(m)):.1f}" if len(m) > 1 else "n/a (1 seed)"
         per = ", ".join(f"{x:.1f}" for x in m)
         sps = np.mean([r["train_steps_per_s"] for r in rs])
-        lines.append(f"| {name} | {len(rs)} | {rs[0]['steps']:,} | {m.mean():.1f} +- {se:.1f} | {per} | {sps:.0f} | "
+        lines.append(f"| {name} | {len(rs)} | {rs[0]['steps']:,} | {m.mean():.1f} +- {se} | {per} | {sps:.0f} | "
                      f"{PAPER.get(name, float('nan')):.0f} |")
     return "\n".join(lines)
 
@@ -177,8 +204,25 @@ def main(argv=None) -> int:
         p.error(f"unknown agent(s) {unknown}; known: {sorted(AGENTS)}")
     if args.steps < 1 or args.eval_episodes < 1 or args.jobs < 1:
         p.error("--steps, --eval-episodes and --jobs must be >= 1")
+    bad_seeds = [x for x in args.seeds if x < 0]
+    if bad_seeds:
+        p.error(f"--seeds must be >= 0, got {bad_seeds}")
+    from lcpo.agents.base import resolve_hyperparameters
+
+    for agent, values in sets.items():
+        if agent not in args.agents:
+            p.error(f"--set {agent}.*: agent {agent!r} is not among --agents {args.agents}")
+        try:
+            resolve_hyperparameters(AGENTS[agent].Hyperparameters,
+                                    overrides={**agent_overrides(agent, args.steps, args.ddqn_schedule), **values})
+        except ValueError as exc:
+            p.error(f"--set {agent}.*: {exc}")
     jobs = [(a, s, args.steps, args.eval_episodes, args.eval_mode, args.ddqn_schedule, args.out, sets.get(a))
             for a in args.agents for s in args.seeds]
+    stale = stale_results(jobs)
+    if stale:
+        p.error("stored results in --out were made with other settings (use another --out or delete them):\n  "
+                + "\n  ".join(stale))
     if args.jobs == 1:
         results = [run_one(*j) for j in jobs]
     else:

@@ -51,6 +51,8 @@ def test_seed_count_and_list_and_trace_steps():
     ({"agents": ["lcpo", "dqn9"]}, "agents[1]"),
     ({"envs": ["lcpo/NoSuchEnv-v0"]}, "envs[0]"),
     ({"traces": []}, "traces"),
+    ({"traces": ["wind-1", "nosuch"]}, "traces[1]"),
+    ({"traces": ["no/such/file.npy"]}, "traces[0]"),
     ({"reset": "sometimes"}, "reset"),
     ({"warmup_steps": 1000}, "warmup_steps"),
     ({"overrides": {"ppo": {"bonus": 1}}}, "overrides.ppo"),
@@ -67,6 +69,33 @@ def test_validation_errors_name_the_bad_key(patch, key):
     with pytest.raises(ConfigError) as err:
         parse_config(base(**patch), source="my.toml", executor=FAKE)
     assert str(err.value).startswith(f"my.toml: {key}:"), str(err.value)
+
+
+def test_unknown_trace_is_a_config_error_listing_valid_names(tmp_path, capsys):
+    with pytest.raises(ConfigError) as err:
+        parse_config(base(traces=["wind-1", "nosuch"]), source="my.toml", executor=FAKE)
+    msg = str(err.value)
+    assert "traces[1]" in msg and "'nosuch'" in msg
+    for name in ("wind-1", "wind-4", "ndbc-46002", "zero"):
+        assert repr(name) in msg
+    # the CLI's dry run rejects it up front (exit status 2) instead of listing runs that would fail
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('steps = 10\nenvs = ["lcpo/WindyPendulum-v0"]\ntraces = ["wind-1", "nosuch"]\n'
+                   'agents = ["lcpo"]\n')
+    from lcpo.cli import sweep as sweep_cli
+    assert sweep_cli.main([str(cfg), "--out", str(tmp_path / "runs"), "--dry-run"]) == 2
+    assert "traces[1]: unknown trace name 'nosuch'" in capsys.readouterr().err
+
+
+def test_trace_files_and_env_specific_names_are_accepted(tmp_path):
+    trace = tmp_path / "my_trace.npy"
+    trace.write_bytes(b"not even read")  # only existence is checked at validation; no trace is loaded
+    assert parse_config(base(traces=[str(trace), "wind-2"]), executor=FAKE).traces == (str(trace), "wind-2")
+    # the straggler environment's trace argument takes workload names, not wind trace names
+    cfg = parse_config(base(envs=["lcpo/StragglerMitigation-v0"], traces=["azure-llm"]), executor=FAKE)
+    assert cfg.traces == ("azure-llm",)
+    with pytest.raises(ConfigError, match=r"traces\[0\]: unknown trace name 'wind-1'.*azure-llm"):
+        parse_config(base(envs=["lcpo/StragglerMitigation-v0"]), executor=FAKE)
 
 
 def test_missing_required_key():

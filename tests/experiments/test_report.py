@@ -110,3 +110,113 @@ def test_smoke_sweep_then_report_with_the_real_executor(tmp_path):
     for name in ("normalized_return_cdf.png", "timeseries_WindyPendulum-v0_wind-1.png",
                  "timeseries_WindyPendulum-v0_wind-3.png"):
         assert (rep / name).stat().st_size > 1000
+
+
+def test_cdf_xlim_is_padded_and_every_curve_is_visible():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from lcpo.experiments.report import _cdf_figure
+
+    pairs = [f"wind-{i}" for i in range(1, 5)]
+    norm = pd.DataFrame(
+        [{"env": "e", "trace": t, "scheme": "best", "normalized": 1.0} for t in pairs]
+        + [{"env": "e", "trace": t, "scheme": "worst", "normalized": 0.0} for t in pairs]
+        + [{"env": "e", "trace": t, "scheme": s, "normalized": 0.5} for t in pairs for s in ("tie-a", "tie-b")])
+    schemes = ["best", "worst", "tie-a", "tie-b"]
+    fig = _cdf_figure(norm, schemes)
+    try:
+        ax = fig.axes[0]
+        lo, hi = ax.get_xlim()
+        assert lo < 0.0 and hi > 1.0  # steps at 0 and 1 are inside the frame, not on it
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        assert set(lines) == set(schemes)
+        for line in lines.values():
+            x = np.asarray(line.get_xdata(), dtype=float)
+            assert lo <= x.min() < 0.0 and 1.0 < x.max() <= hi  # drawn from below 0 to above 1
+        # "best" is 0 until its jump to 1 at x = 1, strictly inside the axes
+        xb, yb = (np.asarray(a, dtype=float) for a in lines["best"].get_data())
+        assert yb[0] == 0.0 and yb[-1] == 1.0 and np.any((xb == 1.0) & (yb == 1.0)) and hi > 1.0
+        assert lines["best"].get_drawstyle() == "steps-post"
+        # coinciding curves differ in line style and marker
+        a, b = lines["tie-a"], lines["tie-b"]
+        assert np.array_equal(a.get_xdata(), b.get_xdata()) and np.array_equal(a.get_ydata(), b.get_ydata())
+        assert a.get_linestyle() != b.get_linestyle() and a.get_marker() != b.get_marker()
+    finally:
+        plt.close(fig)
+
+
+def test_bold_mark_needs_min_seeds_and_report_states_n(tmp_path):
+    from lcpo.experiments.report import MIN_SEEDS_FOR_MARK
+
+    assert MIN_SEEDS_FOR_MARK == 3
+    cells = {
+        ("wind-1", "lcpo"): [-100.0, -100.5],  # 2 seeds, far apart from a2c: separated but not marked
+        ("wind-1", "a2c"): [-150.0, -150.5],
+        ("wind-2", "lcpo"): [-100.0, -100.5, -99.5],  # 3 seeds, separated: marked
+        ("wind-2", "a2c"): [-150.0, -150.5, -149.5],
+    }
+    runs = make_runs(cells)
+    ranks = rank_table(lifelong_table(runs, seed=0)).set_index(["trace", "scheme"])
+    assert bool(ranks.loc[("wind-1", "lcpo"), "best_separated"])  # intervals [min, max] do not overlap ...
+    assert not bool(ranks.loc[("wind-1", "lcpo"), "best_marked"])  # ... but 2 seeds are too few for the mark
+    assert bool(ranks.loc[("wind-2", "lcpo"), "best_marked"])
+    md = write_report(runs, pd.DataFrame(columns=["run_id", "episode", "step", "return"]), tmp_path).read_text()
+    lines = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| wind-")}
+    assert "**" not in lines["wind-1"] and "(n=2)" in lines["wind-1"]
+    assert "**-100.0 [" in lines["wind-2"] and "(n=3)" in lines["wind-2"]
+    assert "Cells average 2 to 3 seeds" in md and "under-cover with few seeds" in md
+    rk = pd.read_csv(tmp_path / "ranks.csv")
+    assert set(rk.loc[rk["best_marked"], "trace"]) == {"wind-2"}  # a row-level flag, like best_separated
+
+
+def test_report_states_a_uniform_seed_count_once(tmp_path):
+    runs = make_runs({("wind-1", "lcpo"): [1.0, 2.0, 3.0], ("wind-1", "a2c"): [0.0, 1.0, 2.0]})
+    md = write_report(runs, pd.DataFrame(columns=["run_id", "episode", "step", "return"]), tmp_path).read_text()
+    assert "Every cell averages 3 seeds" in md and "(n=" not in md
+
+
+def test_timeseries_places_episodes_at_their_middle_step():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from lcpo.experiments.report import _binned_returns, _timeseries_figure
+
+    n_ep, length = 10, 200  # episodes cover [0, 200), [200, 400), ... [1800, 2000)
+    rows = []
+    for run in ("r0", "r1"):
+        for k in range(n_ep):
+            rows.append({"run_id": run, "episode": k, "step": (k + 1) * length, "return": float(k),
+                         "length": length, "context_mean_wind_x": 10.0 * k})
+    ep = pd.DataFrame(rows)
+    edges = np.linspace(0.0, n_ep * length, n_ep + 1)
+    means, counts = _binned_returns(ep[ep.run_id == "r0"], edges)
+    np.testing.assert_array_equal(counts, np.ones(n_ep))  # no empty first bin, no double-filled bin
+    np.testing.assert_allclose(means, np.arange(n_ep, dtype=float))  # bin k holds episode k
+    # without a length column the start is the previous episode's end (0 for the first): same result
+    means2, counts2 = _binned_returns(ep[ep.run_id == "r0"].drop(columns="length"), edges)
+    np.testing.assert_array_equal(counts2, counts)
+    np.testing.assert_allclose(means2, means)
+    # bins two episodes wide: bin j holds episodes 2j and 2j + 1
+    means3, counts3 = _binned_returns(ep[ep.run_id == "r0"], np.linspace(0.0, 2000.0, 6))
+    np.testing.assert_array_equal(counts3, np.full(5, 2))
+    np.testing.assert_allclose(means3, 4.0 * np.arange(5) / 2 + 0.5)
+
+    grp = pd.DataFrame({"run_id": ["r0", "r1"], "scheme": ["lcpo", "lcpo"]})
+    fig = _timeseries_figure(grp, ep, ["lcpo"], ["context_mean_wind_x"], "t")
+    try:
+        ret_line = fig.axes[0].get_lines()[0]
+        x, y = (np.asarray(a, dtype=float) for a in ret_line.get_data())
+        assert 0.0 <= x[0] <= length and x[0] == pytest.approx(100.0)
+        np.testing.assert_allclose(x, np.arange(n_ep) * length + length / 2)
+        np.testing.assert_allclose(y, np.arange(n_ep, dtype=float))  # aligned: point k is episode k
+        cx, cy = (np.asarray(a, dtype=float) for a in fig.axes[1].get_lines()[0].get_data())
+        np.testing.assert_allclose(cx, x)  # the context panel uses the same x for the same episode
+        np.testing.assert_allclose(cy, 10.0 * np.arange(n_ep))
+        assert fig.axes[0].get_xlim() == pytest.approx((0.0, n_ep * length))
+    finally:
+        plt.close(fig)

@@ -27,33 +27,123 @@ from lcpo.nets import action_shape_of, make_actor_critic, make_fast_policy
 __all__ = ["Agent", "OnPolicyAgent", "OnPolicyHyperparameters", "resolve_hyperparameters"]
 
 
-def resolve_hyperparameters(cls, base=None, overrides: dict | None = None):
-    """Build a frozen hyperparameter dataclass from ``base`` (or defaults) and ``overrides``.
+#: Sanity ranges of float hyperparameters whose meaning is the same in every agent, by field name:
+#: ``(low, low_inclusive, high, high_inclusive)``; ``None`` leaves that side open. Names ending in ``lr``
+#: (learning rates) must be > 0. Agents check their own specific constraints (e.g. ``g1``) themselves.
+_FLOAT_RANGES: dict[str, tuple] = {
+    "gamma": (0.0, False, 1.0, True),
+    **{k: (0.0, True, 1.0, True) for k in (
+        "gae_lambda", "transient_decay", "tau", "real_ratio", "epsilon_final", "ewc_beta", "accept_ratio",
+        "entropy_target")},
+    **{k: (0.0, False, None, False) for k in (
+        "max_grad_norm", "alpha_init", "entropy_base", "rho_bar", "c_bar", "ood_threshold")},
+    **{k: (0.0, True, None, False) for k in (
+        "weight_decay", "damping", "entropy_coef", "ewc_alpha", "policy_cloning", "value_cloning",
+        "c_anchor", "c_recent", "cusum_k")},
+}
+#: Integer fields are counts (steps, sizes, epochs, ...) and must be >= 1, except these (and any whose
+#: default is 0), for which 0 is meaningful and the minimum is 0.
+_ZERO_OK_COUNTS = frozenset({"train_steps", "train_episode_steps", "max_backtracks", "random_epochs",
+                             "decay_epochs"})
+#: Fields whose range the agents using them check themselves, with their own messages (PPO/TRPO ``clip``,
+#: ``max_kl``, ``epochs``; LCPO-P ``kappa``; MBCD ``cusum_h``; Prescient ``train_steps``): only type,
+#: finiteness and integrality are checked here.
+_SELF_CHECKED = frozenset({"clip", "max_kl", "epochs", "kappa", "cusum_h", "train_steps", "train_episode_steps"})
 
-    Lists are converted to tuples for tuple-typed fields (e.g. ``hidden``) so JSON round trips work.
+
+def _interval_text(low, low_inc, high, high_inc) -> str:
+    if high is None:
+        return f"{'>=' if low_inc else '>'} {low:g}"
+    return f"in {'[' if low_inc else '('}{low:g}, {high:g}{']' if high_inc else ')'}"
+
+
+def _check_hyperparameter(name: str, value, default):
+    """Type-check, convert and range-check one hyperparameter override against its field's default.
+
+    Args:
+        name: the field name (selects the sanity rule of :data:`_FLOAT_RANGES` / the count rule).
+        value: the override (JSON-like: bool, int, float, str, list).
+        default: the field's default, whose type is the field's type.
+
+    Returns:
+        The value converted to the field's type (lists to tuples, integral floats to ints, ints to floats).
 
     Raises:
-        ValueError: for an unknown field (the message names it and lists the valid ones) or a value of the
-            wrong type.
+        ValueError: naming ``name`` and ``value`` for a wrong type, a non-finite or non-integral number, a
+            malformed tuple, or a value outside the field's sanity range.
+    """
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ValueError(f"hyperparameter {name!r} must be a bool (true/false), got {value!r}")
+        return value
+    if isinstance(default, tuple):
+        if default and all(isinstance(x, int) and not isinstance(x, bool) for x in default):
+            ok = isinstance(value, (list, tuple)) and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                and float(x).is_integer() and x >= 1 for x in value)
+            if not ok:
+                example = json.dumps(list(default)).replace(" ", "")
+                raise ValueError(f"hyperparameter {name!r} must be a JSON list of positive integers, e.g. "
+                                 f"--set {name}={example}; got {value!r}")
+            return tuple(int(x) for x in value)
+        return tuple(value) if isinstance(value, list) else value
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise ValueError(f"hyperparameter {name!r} must be a string, got {value!r}")
+        return value
+    if not isinstance(default, (int, float)):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"hyperparameter {name!r} must be a number, got {value!r}")
+    try:
+        as_float = float(value)
+    except OverflowError:
+        as_float = math.inf
+    allow_inf = isinstance(default, float) and math.isinf(default)
+    if math.isnan(as_float) or (math.isinf(as_float) and not (allow_inf and as_float > 0)):
+        raise ValueError(f"hyperparameter {name!r} must be a finite number, got {as_float}")
+    if isinstance(default, int):
+        if not as_float.is_integer():
+            raise ValueError(f"hyperparameter {name!r} must be an integer, got {value!r}")
+        value = int(value)
+        minimum = 0 if (default == 0 or name in _ZERO_OK_COUNTS) else 1
+        if value < minimum and name not in _SELF_CHECKED:
+            raise ValueError(f"hyperparameter {name!r} must be an integer >= {minimum}, got {value!r}")
+        return value
+    value = as_float
+    rule = (0.0, False, None, False) if name.endswith("lr") else _FLOAT_RANGES.get(name)
+    if rule is not None and name not in _SELF_CHECKED:
+        low, low_inc, high, high_inc = rule
+        if (value < low or (value == low and not low_inc)
+                or (high is not None and (value > high or (value == high and not high_inc)))):
+            raise ValueError(f"hyperparameter {name!r} must be {_interval_text(*rule)}, got {value!r}")
+    return value
+
+
+def resolve_hyperparameters(cls, base=None, overrides: dict | None = None):
+    """Build a frozen hyperparameter dataclass from ``base`` (or defaults) and validated ``overrides``.
+
+    Each override is checked against its field's default: bools must be bools; numbers must be finite
+    (``+inf`` only where the default is ``inf``, e.g. a disabled gradient clip); integer fields accept only
+    integral values and are counts (``>= 1``, or ``>= 0`` where 0 is meaningful); tuple-of-int fields (e.g.
+    ``hidden``) must be lists of positive integers (converted to tuples so JSON round trips work); fields with
+    a universal meaning obey a sanity range (:data:`_FLOAT_RANGES`: ``gamma`` in (0, 1], lambda-like weights
+    and fractions in [0, 1], learning rates > 0, ...).
+
+    Raises:
+        ValueError: for an unknown field (the message names it and lists the valid ones) or a bad value (the
+            message names the field, the value and what is accepted).
     """
     hp = base if base is not None else cls()
     if not overrides:
         return hp
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    defaults = cls()
     clean = {}
     for k, v in overrides.items():
         if k not in fields:
             raise ValueError(f"unknown hyperparameter {k!r} for {cls.__qualname__}; valid: {sorted(fields)}")
-        default = getattr(cls(), k)
-        if isinstance(default, tuple) and isinstance(v, list):
-            v = tuple(v)
-        if isinstance(default, bool) and not isinstance(v, bool):
-            raise ValueError(f"hyperparameter {k!r} must be a bool, got {v!r}")
-        if isinstance(default, (int, float)) and not isinstance(default, bool):
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise ValueError(f"hyperparameter {k!r} must be a number, got {v!r}")
-            v = type(default)(v) if not (isinstance(default, int) and isinstance(v, float) and not v.is_integer()) else v
-        clean[k] = v
+        clean[k] = _check_hyperparameter(k, v, getattr(defaults, k))
     return dataclasses.replace(hp, **clean)
 
 

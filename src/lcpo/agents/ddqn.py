@@ -84,7 +84,7 @@ class DDQNHyperparameters:
         buffer_size: replay capacity in transitions (oldest evicted first).
         learning_starts: transitions stored before the first update.
         train_every: environment steps between update rounds (200: one round per 200-step epoch, the
-            paper's cadence; 1 updates every step, far more sample-efficient and ~100x the compute).
+            paper's cadence; 1 updates every step, far more sample-efficient and ~200x the update compute).
         gradient_steps: gradient steps per update round.
         epoch_steps: steps per epoch (the unit of the exploration schedule).
         random_epochs: epochs of uniformly random actions (epsilon 1) at the start.

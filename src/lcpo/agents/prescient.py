@@ -271,14 +271,14 @@ class PrescientTRPO(Prescient):
 
 
 class PrescientDDQN(Prescient):
-    """Prescient Double DQN (``lcpo.agents.ddqn.DDQN``, imported on first use)."""
+    """Prescient Double DQN (``lcpo.agents.ddqn.DDQN`` trained offline on the whole trace; imported on first use)."""
 
     name = "prescient-ddqn"
     base_agent = "lcpo.agents.ddqn:DDQN"
 
 
 class PrescientSAC(Prescient):
-    """Prescient discrete SAC (``lcpo.agents.sac.SAC``, imported on first use)."""
+    """Prescient discrete SAC (``lcpo.agents.sac.SAC`` trained offline on the whole trace; imported on first use)."""
 
     name = "prescient-sac"
     base_agent = "lcpo.agents.sac:SAC"

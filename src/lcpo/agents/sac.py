@@ -80,7 +80,7 @@ class SACHyperparameters:
         buffer_size: replay capacity in transitions (oldest evicted first).
         learning_starts: transitions stored before the first update.
         train_every: environment steps between update rounds (200: one round per 200-step epoch, the
-            paper's cadence; 1 updates every step, far more sample-efficient and ~100x the compute).
+            paper's cadence; 1 updates every step, far more sample-efficient and ~200x the update compute).
         gradient_steps: gradient steps per update round.
         auto_entropy: tune the temperature automatically (else it stays at ``alpha_init``).
         alpha_init: initial temperature.

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import re
 
-__all__ = ["add_parsers", "hyperparameter_docs"]
+__all__ = ["add_parsers", "doc_summary", "hyperparameter_docs"]
 
 
 def hyperparameter_docs(cls) -> dict[str, str]:
@@ -58,9 +59,23 @@ def _agents_list(args) -> int:
     from lcpo.agents import AGENTS
 
     for name, cls in sorted(AGENTS.items()):
-        first = (inspect.getdoc(cls) or "").splitlines()[0] if inspect.getdoc(cls) else ""
-        print(f"{name:<16} {first}")
+        print(f"{name:<16} {doc_summary(cls)}")
     return 0
+
+
+def doc_summary(obj, width: int = 120) -> str:
+    """One clean sentence summarising ``obj``: the first sentence of its docstring's first paragraph, with
+    reST markup (``:class:`x```, double backquotes) and "(see module docstring)" removed, cut at a word boundary
+    with an ellipsis if longer than ``width`` characters ("" without a docstring)."""
+    doc = inspect.getdoc(obj) or ""
+    text = " ".join(doc.split("\n\n", 1)[0].split())
+    text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text).replace("``", "")
+    text = re.sub(r"\s*\(see (the )?module docstring\)", "", text)
+    match = re.match(r"(.+?[.!?])(\s|$)", text)
+    sentence = match.group(1) if match else text
+    if len(sentence) > width:
+        sentence = sentence[:width - 1].rsplit(" ", 1)[0].rstrip(",;:(") + "\u2026"
+    return sentence
 
 
 def _agents_show(args) -> int:

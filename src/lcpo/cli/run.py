@@ -56,7 +56,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--reset", default="end", help="reset condition: end | every:N | never")
     p.add_argument("--warmup", type=nonneg_int, default=0, help="steps excluded from the lifelong return")
     p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
-                   help="agent hyperparameter override (repeatable; see `lcpo agents show NAME`)")
+                   help="agent hyperparameter override, VALUE in JSON, e.g. gamma=0.9 or hidden=[64,64] "
+                        "(repeatable; see `lcpo agents show NAME`). With several agents each gets only the keys "
+                        "it knows; a key that no selected agent knows is an error")
     p.add_argument("--env-arg", dest="env_kwargs", action="append", metavar="KEY=VALUE",
                    help="environment argument (repeatable), e.g. continuing=true")
     p.add_argument("--checkpoint-every", type=nonneg_int, default=50_000, help="steps between checkpoints (0: none)")
@@ -73,7 +75,9 @@ def cmd_run(args) -> int:
 
     overrides = parse_assignments(args.overrides, "--set")
     env_kwargs = parse_assignments(args.env_kwargs, "--env-arg")
-    results = []
+    if len(args.agent) > 1:
+        _check_known(args.agent, overrides)
+    planned = []  # every configuration is validated before the first run starts
     for agent in args.agent:
         for seed in args.seed:
             cfg = RunConfig(env=args.env, trace=args.trace, trace_length=args.trace_length, agent=agent,
@@ -84,15 +88,51 @@ def cmd_run(args) -> int:
             out = args.out / f"{agent}-s{seed}"
             if not args.resume and ((out / "summary.json").exists() or (out / "checkpoint").exists()):
                 raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
-            summary = execute(cfg, out, resume=args.resume, progress=not args.no_progress)
-            results.append((agent, seed, summary, out))
-            print(f"{agent} seed {seed}: lifelong return {_fmt(summary['lifelong_return'])} over "
-                  f"{summary['episodes']} episodes, {summary['steps_per_s']:.0f} steps/s -> {out}", file=sys.stderr)
-    print(f"{'agent':<10} {'seed':>4} {'lifelong return':>16} {'episodes':>9} {'steps/s':>9} {'constrained':>11}")
+            planned.append((agent, seed, cfg, out))
+    results = []
+    for agent, seed, cfg, out in planned:
+        if not (out / "summary.json").exists() and not (out / "checkpoint").exists():
+            _announce_offline_training(cfg)
+        summary = execute(cfg, out, resume=args.resume, progress=not args.no_progress)
+        results.append((agent, seed, summary, out))
+        print(f"{agent} seed {seed}: lifelong return {_fmt(summary['lifelong_return'])} over "
+              f"{summary['episodes']} episodes, {summary['steps_per_s']:.0f} steps/s -> {out}", file=sys.stderr)
+    w = max([10] + [len(agent) for agent, *_ in results])
+    print(f"{'agent':<{w}} {'seed':>4} {'lifelong return':>16} {'episodes':>9} {'steps/s':>9} {'constrained':>11}")
     for agent, seed, s, _ in results:
-        print(f"{agent:<10} {seed:>4} {_fmt(s['lifelong_return']):>16} {s['episodes']:>9} "
+        print(f"{agent:<{w}} {seed:>4} {_fmt(s['lifelong_return']):>16} {s['episodes']:>9} "
               f"{s['steps_per_s']:>9.0f} {s['constrained_fraction']:>11.2f}")
     return 0
+
+
+def _check_known(agents: list[str], overrides: dict) -> None:
+    """Raise ValueError naming every override key that none of ``agents`` knows (unknown agents are skipped;
+    :class:`lcpo.run.RunConfig` reports them)."""
+    import dataclasses
+
+    known = set()
+    for agent in agents:
+        if agent in AGENTS:
+            known |= {f.name for f in dataclasses.fields(AGENTS[agent].Hyperparameters)}
+    bad = sorted(set(overrides) - known)
+    if bad:
+        raise ValueError(f"--set key(s) {bad} unknown to every selected agent ({', '.join(agents)}); "
+                         "see `lcpo agents show NAME`")
+
+
+def _announce_offline_training(cfg) -> None:
+    """Tell the user (stderr) that a prescient agent first trains offline for ``train_steps`` steps, during
+    which the progress bar does not move."""
+    from lcpo.agents.base import resolve_hyperparameters
+    from lcpo.agents.prescient import Prescient
+
+    cls = AGENTS[cfg.agent]
+    if not (isinstance(cls, type) and issubclass(cls, Prescient)):
+        return
+    n = resolve_hyperparameters(cls.Hyperparameters, None, cfg.overrides).train_steps
+    if n > 0:
+        print(f"{cfg.agent}: training offline for {n:,} steps over the whole trace first "
+              "(set train_steps to change)", file=sys.stderr)
 
 
 def _applicable(agent: str, overrides: dict) -> dict:

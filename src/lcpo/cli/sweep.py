@@ -7,6 +7,8 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 
+from lcpo.cli.argtypes import positive_int
+
 __all__ = ["add_parser", "build_parser", "main", "run"]
 
 _DESCRIPTION = """Run every run of a sweep config (env x trace x agent x seed x hyperparameter grid).
@@ -24,7 +26,7 @@ def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--address", default=None,
                         help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (with --backend dask); "
                              "default: start a LocalCluster on 127.0.0.1")
-    parser.add_argument("--workers", type=int, default=None,
+    parser.add_argument("--workers", type=positive_int, default=None,
                         help="worker processes for the local pool or the LocalCluster (default: one per core)")
     parser.add_argument("--executor", default="lcpo.run",
                         help="module providing RunConfig and execute(config, out_dir, resume, progress) "

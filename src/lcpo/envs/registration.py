@@ -53,7 +53,31 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
     if "max_episode_steps" in kwargs and env_id in ENV_IDS:
         kwargs["time_limit"] = kwargs.pop("max_episode_steps")
     if env_id not in gym.registry:
-        close = difflib.get_close_matches(env_id, list(ENV_IDS) + list(gym.registry), n=3)
-        raise ValueError(f"unknown environment id {env_id!r}; did you mean one of {close}? "
-                         f"lcpo ids: {sorted(ENV_IDS)}")
-    return gym.make(env_id, **kwargs)
+        close = difflib.get_close_matches(env_id, list(dict.fromkeys([*ENV_IDS, *gym.registry])), n=3)
+        hint = f"did you mean one of {close}? " if close else ""
+        raise ValueError(f"unknown environment id {env_id!r}; {hint}registered lcpo ids: {sorted(ENV_IDS)}")
+    try:
+        return gym.make(env_id, **kwargs)
+    except TypeError:
+        bad, valid = _unknown_kwargs(env_id, kwargs)
+        if not bad:
+            raise
+        raise ValueError(f"unknown environment argument(s) {bad} for {env_id}; valid keyword arguments: "
+                         f"{valid}") from None
+
+
+def _unknown_kwargs(env_id: str, kwargs: dict) -> tuple[list[str], list[str]]:
+    """``(unknown, valid)`` keyword names of ``env_id``'s entry point (both empty if it takes ``**kwargs`` or
+    is not an lcpo id), for an error message that does not dump the arguments' values."""
+    import importlib
+    import inspect
+
+    entry = ENV_IDS.get(env_id)
+    if entry is None:
+        return [], []
+    module, _, name = entry.partition(":")
+    params = inspect.signature(getattr(importlib.import_module(module), name)).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return [], []
+    valid = sorted(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    return sorted(set(kwargs) - set(valid)), valid

@@ -194,6 +194,43 @@ def _known_names(executor: str) -> tuple[set[str] | None, set[str] | None]:
     return agents, envs
 
 
+#: Environment id -> (module, attribute) of the name registry its ``trace`` argument understands; environments
+#: not listed resolve their trace with :func:`lcpo.contexts.resolve_trace` (names in ``TRACE_NAMES``).
+_TRACE_REGISTRIES: dict[str, tuple[str, str]] = {
+    "lcpo/StragglerMitigation-v0": ("lcpo.envs.straggler.workloads", "WORKLOAD_NAMES"),
+}
+_DEFAULT_TRACE_REGISTRY = ("lcpo.contexts.canonical", "TRACE_NAMES")
+
+
+def _trace_names(env: str) -> set[str] | None:
+    """Trace names the run of ``env`` accepts (its registry's keys; no trace is built), or ``None`` if the
+    registry cannot be imported."""
+    module, attr = _TRACE_REGISTRIES.get(env, _DEFAULT_TRACE_REGISTRY)
+    try:
+        return set(getattr(importlib.import_module(module), attr))
+    except (ImportError, AttributeError):  # pragma: no cover - both registries are part of the package
+        return None
+
+
+def _check_traces(source: str, traces: tuple[str, ...], envs: tuple[str, ...]) -> None:
+    """Reject a trace that is neither a registered name for every env of the grid nor an existing file.
+
+    Only the name registries are consulted and file existence is checked with :meth:`pathlib.Path.is_file`
+    (relative paths against the current directory, as the runs resolve them); no trace is generated or loaded.
+    """
+    for i, trace in enumerate(traces):
+        if Path(trace).is_file():
+            continue
+        for env in envs:
+            names = _trace_names(env)
+            if names is None or trace in names:
+                continue
+            looks_like_file = "/" in trace or "\\" in trace or Path(trace).suffix.lower() in (".npy", ".csv")
+            what = "trace file not found" if looks_like_file else "unknown trace name"
+            raise _err(source, f"traces[{i}]", f"{what} {trace!r} for environment {env!r}; valid names: "
+                                               f"{sorted(names)}, or the path of an existing .npy/.csv file")
+
+
 def parse_config(data: Mapping[str, Any], source: str = "<config>",
                  executor: str = DEFAULT_EXECUTOR) -> SweepConfig:
     """Validate a parsed sweep table and build a :class:`SweepConfig`.
@@ -208,7 +245,8 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>",
 
     Raises:
         ConfigError: for an unknown or missing key, a wrong type, a non-finite number, an unknown agent or env
-            name, an override/env_kwargs/per_trace table for an agent, env or trace not in the grid, or
+            name, a trace that is neither a name the env's trace registry knows (``lcpo.contexts.TRACE_NAMES``;
+            the straggler env's ``WORKLOAD_NAMES``) nor an existing file, an override/env_kwargs/per_trace table for an agent, env or trace not in the grid, or
             ``warmup_steps >= steps``; the message names the key.
     """
     if not isinstance(data, Mapping):
@@ -262,6 +300,7 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>",
         for i, agent in enumerate(agents):
             if agent not in known_agents:
                 raise _err(source, f"agents[{i}]", f"unknown agent {agent!r}; known: {sorted(known_agents)}")
+    _check_traces(source, traces, envs)
 
     tl_raw = data.get("trace_length")
     if tl_raw is None:

@@ -7,15 +7,20 @@ Written into the output folder (``lcpo report RUNS_DIR --out DIR``):
 - ``lifelong_return.csv``: long table (one row per row key x scheme): n seeds, mean lifelong return, 95% CI.
   In ``report.md`` one table per environment like paper Tables 5-8: rows = traces, columns = online schemes
   plus a *best prescient* column (when ``prescient-*`` agents are present); the best online scheme of a row is
-  bold only when its interval lies above every other online scheme's interval.
-- ``ranks.csv``: each online scheme's rank (1 = highest mean) per row, with the interval.
+  bold only when its interval lies above every other online scheme's interval and every online scheme of the
+  row has at least :data:`MIN_SEEDS_FOR_MARK` seeds. The seeds per cell are stated (``n``).
+- ``ranks.csv``: each online scheme's rank (1 = highest mean) per row, with the interval, ``best_separated`` and
+  ``best_marked`` (separated and enough seeds: the bold mark).
 - ``normalized_return.csv`` and ``normalized_return_cdf.png``: per (env, trace) the schemes' mean lifelong
   returns min-max normalized (0 = lowest, 1 = highest among agents) and their empirical CDF per scheme
-  (paper Figure 3).
+  (paper Figure 3; x-axis padded to :data:`CDF_XLIM`, one line style and marker per scheme so coinciding curves
+  stay visible).
 - ``ablation_<agent>_<hyperparameter>.{csv,png}`` for every hyperparameter the sweep varies for an agent
   (e.g. LCPO's reservoir size: paper Figure 4; its OOD threshold: Table 7).
 - ``timeseries_<env>_<trace>.png``: episodic return over time per scheme (mean over seeds, min-max band)
-  above the context (episode means of each context entry), like paper Figure 9.
+  above the context (episode means of each context entry), like paper Figure 9. Every episode is placed at
+  the middle of the steps it covers, ``step - length / 2`` (``step`` is its end), in both panels; returns are
+  averaged in equal bins over ``[0, last step]``.
 """
 
 from __future__ import annotations
@@ -39,7 +44,16 @@ _ROW_BASE = ["env", "trace"]
 _ROW_OPTIONAL = ["trace_length", "steps", "warmup_steps", "reset"]
 
 
-_VALUE_COLS = ("scheme", "agent", "prescient", "n", "mean", "ci_low", "ci_high", "rank", "of", "best_separated")
+_VALUE_COLS = ("scheme", "agent", "prescient", "n", "mean", "ci_low", "ci_high", "rank", "of", "best_separated",
+               "best_marked")
+
+#: Fewest seeds every online scheme of a row needs before the row's best scheme may be marked bold. With fewer
+#: seeds a percentile-bootstrap interval is little more than [min, max] of the seeds and under-covers badly
+#: (with 2 seeds it is exactly [min, max]), so "separated" intervals say little.
+MIN_SEEDS_FOR_MARK = 3
+
+#: x-limits of the normalized-return CDF: padded beyond [0, 1] so steps at 0 and 1 are not hidden by the frame.
+CDF_XLIM = (-0.03, 1.03)
 
 
 def _keys_of(table: pd.DataFrame) -> list[str]:
@@ -106,8 +120,10 @@ def rank_table(table: pd.DataFrame) -> pd.DataFrame:
         table: :func:`lifelong_table` output.
 
     Returns:
-        ``table``'s online rows plus ``rank`` (int), ``of`` (number of online schemes in the row) and
-        ``best_separated`` (the row's best scheme's interval lies above all others').
+        ``table``'s online rows plus ``rank`` (int), ``of`` (number of online schemes in the row),
+        ``best_separated`` (the row's best scheme's interval lies above all others') and ``best_marked``
+        (``best_separated`` and every online scheme of the row has ``n >= MIN_SEEDS_FOR_MARK`` seeds: the
+        report's bold mark).
     """
     keys = _keys_of(table)
     online = table[~table["prescient"]].copy()
@@ -118,12 +134,13 @@ def rank_table(table: pd.DataFrame) -> pd.DataFrame:
         grp["of"] = len(grp)
         cis = _cis(grp)
         best = grp["scheme"].iloc[0]
-        grp["best_separated"] = separates(cis[best], [c for s, c in cis.items() if s != best]) if len(grp) > 1 \
-            else False
+        sep = separates(cis[best], [c for s, c in cis.items() if s != best]) if len(grp) > 1 else False
+        grp["best_separated"] = sep
+        grp["best_marked"] = bool(sep and int(grp["n"].min()) >= MIN_SEEDS_FOR_MARK)
         parts.append(grp)
     if not parts:
         return online.assign(rank=pd.Series(dtype=int), of=pd.Series(dtype=int),
-                             best_separated=pd.Series(dtype=bool))
+                             best_separated=pd.Series(dtype=bool), best_marked=pd.Series(dtype=bool))
     return pd.concat(parts, ignore_index=True)
 
 
@@ -154,6 +171,18 @@ def _cell(mean: float, low: float, high: float) -> str:
     return f"{_num(mean)} [{_num(low)}, {_num(high)}]"
 
 
+def _seeds_text(table: pd.DataFrame) -> str:
+    """Report sentence stating the seeds per cell and the few-seed caveat of percentile-bootstrap intervals."""
+    if table.empty:
+        return "Seeds per cell: none finished yet."
+    n_min, n_max = int(table["n"].min()), int(table["n"].max())
+    count = (f"Every cell averages {n_min} seed{'s' if n_min != 1 else ''}" if n_min == n_max
+             else f"Cells average {n_min} to {n_max} seeds (each cell shows its n)")
+    return (f"{count} (column n of lifelong_return.csv). Percentile-bootstrap intervals under-cover with few "
+            f"seeds (with 2 seeds the interval is just the seeds' [min, max]), so the bold mark is indicative, "
+            f"not a significance test.")
+
+
 def _duration(seconds: float) -> str:
     if seconds >= 3600:
         return f"{seconds / 3600:.2f} h"
@@ -168,6 +197,7 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def _main_tables(table: pd.DataFrame, ranks: pd.DataFrame, schemes: list[str]) -> str:
     keys = _keys_of(table)
+    show_n = table["n"].nunique() > 1  # a uniform seed count is stated once in the text instead
     present = set(table["scheme"])
     online = [s for s in schemes if s in present and not _is_prescient(s)]
     has_prescient = bool(table["prescient"].any())
@@ -183,20 +213,21 @@ def _main_tables(table: pd.DataFrame, ranks: pd.DataFrame, schemes: list[str]) -
             for k, v in zip(row_keys, rkey):
                 rk = rk[rk[k].astype(str) == str(v)]
             best = rk.sort_values("rank")["scheme"].iloc[0] if len(rk) else None
-            sep = bool(rk["best_separated"].iloc[0]) if len(rk) else False
+            sep = bool(rk["best_marked"].iloc[0]) if len(rk) else False
             cells = [str(v) for v in rkey]
             for s in online:
                 if s not in by:
                     cells.append("-")
                     continue
                 r = by[s]
-                c = _cell(r.mean, r.ci_low, r.ci_high)
+                c = _cell(r.mean, r.ci_low, r.ci_high) + (f" (n={r.n})" if show_n else "")
                 cells.append(f"**{c}**" if (s == best and sep) else c)
             if has_prescient:
                 pres = [r for s, r in by.items() if _is_prescient(s)]
                 if pres:
                     r = max(pres, key=lambda r: r.mean)
-                    cells.append(f"{_cell(r.mean, r.ci_low, r.ci_high)} ({r.scheme})")
+                    n = f", n={r.n}" if show_n else ""
+                    cells.append(f"{_cell(r.mean, r.ci_low, r.ci_high)} ({r.scheme}{n})")
                 else:
                     cells.append("-")
             rows.append(cells)
@@ -214,23 +245,45 @@ def _lcpo_ranks(ranks: pd.DataFrame) -> str:
     return _md_table(keys + ["scheme", "rank", "lifelong return [95% CI]"], rows)
 
 
-def _plot_cdf(norm: pd.DataFrame, schemes: list[str], path: Path) -> None:
+_LINESTYLES = ("-", "--", ":", "-.")
+_MARKERS = ("o", "s", "^", "v", "D", "x", "+", "*")
+
+
+def _cdf_figure(norm: pd.DataFrame, schemes: list[str]):
+    """The normalized-return CDF figure (paper Figure 3); returns the matplotlib figure (caller closes it).
+
+    Each scheme's empirical CDF is a post-step curve from ``CDF_XLIM[0]`` (value 0) through its sorted
+    normalized scores (a jump of 1/n at each) to ``CDF_XLIM[1]`` (value 1), so a scheme at 1 everywhere is a
+    visible jump at x = 1 inside the padded axes. Schemes get distinct line styles and markers (markers at the
+    scores only), so curves that coincide (e.g. two schemes tied on every pair) remain distinguishable.
+    """
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for s in schemes:
+    fig, ax = plt.subplots(figsize=(8, 4))
+    lo, hi = CDF_XLIM
+    for i, s in enumerate(schemes):
         v = np.sort(norm.loc[norm["scheme"] == s, "normalized"].to_numpy(dtype=float))
         if v.size == 0:
             continue
-        ax.step(np.concatenate([[0.0], v, [1.0]]), np.concatenate([[0.0], np.arange(1, v.size + 1) / v.size,
-                                                                    [1.0]]), where="post", label=s)
+        x = np.concatenate([[lo], v, [hi]])
+        y = np.concatenate([[0.0], np.arange(1, v.size + 1) / v.size, [1.0]])
+        ax.step(x, y, where="post", label=s, linestyle=_LINESTYLES[i % len(_LINESTYLES)],
+                marker=_MARKERS[i % len(_MARKERS)], markevery=slice(1, v.size + 1), markersize=4,
+                lw=max(0.8, 2.2 - 0.3 * i), alpha=0.9)
     ax.set_xlabel("normalized lifelong return (0 = worst, 1 = best agent per env and trace)")
     ax.set_ylabel("fraction of (env, trace) pairs")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.02)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(-0.02, 1.04)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # never over a curve
     ax.set_title("Normalized lifelong return CDF (paper Figure 3)")
     fig.tight_layout()
+    return fig
+
+
+def _plot_cdf(norm: pd.DataFrame, schemes: list[str], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = _cdf_figure(norm, schemes)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
@@ -285,12 +338,80 @@ def _ablations(done: pd.DataFrame, out_dir: Path, confidence: float, seed: int) 
     return results
 
 
-def _binned_returns(ep: pd.DataFrame, edges: np.ndarray) -> np.ndarray:
-    idx = np.clip(np.searchsorted(edges, ep["step"].to_numpy(dtype=float), side="right") - 1, 0, len(edges) - 2)
+def _episode_midpoints(ep: pd.DataFrame) -> np.ndarray:
+    """Middle of the steps each episode of one run covers, ``(start + end) / 2`` (float64, shape ``(E,)``).
+
+    ``step`` is the global step at the episode's end; its start is ``step - length``, or, without a ``length``
+    column, the previous episode's end (0 for the first).
+    """
+    end = ep["step"].to_numpy(dtype=float)
+    if "length" in ep and ep["length"].notna().all():
+        start = end - ep["length"].to_numpy(dtype=float)
+    else:
+        order = np.argsort(end, kind="stable")
+        start = np.empty_like(end)
+        start[order] = np.concatenate([[0.0], end[order][:-1]])
+    return 0.5 * (start + end)
+
+
+def _binned_returns(ep: pd.DataFrame, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean return and episode count per bin of one run's episodes, each placed at its midpoint.
+
+    Returns:
+        ``(means, counts)``, both ``(len(edges) - 1,)``; ``means`` is NaN where a bin holds no episode.
+    """
+    mid = _episode_midpoints(ep)
+    idx = np.clip(np.searchsorted(edges, mid, side="right") - 1, 0, len(edges) - 2)
     sums = np.bincount(idx, weights=ep["return"].to_numpy(dtype=float), minlength=len(edges) - 1)
     counts = np.bincount(idx, minlength=len(edges) - 1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan), counts
+
+
+def _timeseries_figure(grp: pd.DataFrame, ge: pd.DataFrame, schemes: list[str], ctx_cols: list[str],
+                       title: str, bins: int = 100):
+    """Return-over-time figure of one (env, trace): top, the binned episodic return per scheme (mean over
+    seeds, min-max band) at the bin centres; below, the context's episode means at the episodes' midpoints.
+
+    Bins are equal and cover ``[0, last episode end]``; their number is at most ``bins`` and at most the
+    largest episode count of a run, so bins are about an episode wide or wider. Returns the figure.
+    """
+    import matplotlib.pyplot as plt
+
+    max_step = float(ge["step"].max())
+    edges = np.linspace(0.0, max_step, min(bins, max(2, ge.groupby("run_id").size().max())) + 1)
+    centers = 0.5 * (edges[:-1] + edges[1:])
+    fig, axes = plt.subplots(2 if ctx_cols else 1, 1, figsize=(8, 6 if ctx_cols else 4), sharex=True,
+                             squeeze=False)
+    ax = axes[0, 0]
+    for s in schemes:
+        rids = grp.loc[grp["scheme"] == s, "run_id"]
+        if rids.empty:
+            continue
+        curves = np.array([_binned_returns(ge[ge["run_id"] == r], edges)[0] for r in rids])
+        with warnings.catch_warnings():  # all-NaN bins (no episode in them) stay NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean = np.nanmean(curves, axis=0)
+            lo, hi = np.nanmin(curves, axis=0), np.nanmax(curves, axis=0)
+        (line,) = ax.plot(centers, mean, label=s, lw=1.2)
+        if len(rids) > 1:
+            ax.fill_between(centers, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
+    ax.set_ylabel("episodic return")
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=10)
+    if ctx_cols:
+        first = ge[ge["run_id"] == grp["run_id"].iloc[0]].sort_values("step")
+        mid = _episode_midpoints(first)
+        cax = axes[1, 0]
+        for c in ctx_cols:
+            if first[c].notna().any():
+                cax.plot(mid, first[c].to_numpy(dtype=float), lw=1, label=c.replace("context_mean_", ""))
+        cax.set_ylabel("context (episode mean)")
+        cax.legend(fontsize=7)
+    axes[-1, 0].set_xlim(0.0, max_step)
+    axes[-1, 0].set_xlabel("environment step")
+    fig.tight_layout()
+    return fig
 
 
 def _timeseries(done: pd.DataFrame, episodes: pd.DataFrame, schemes: list[str], out_dir: Path,
@@ -306,38 +427,8 @@ def _timeseries(done: pd.DataFrame, episodes: pd.DataFrame, schemes: list[str], 
         ge = eps[eps["run_id"].isin(grp["run_id"])]
         if ge.empty:
             continue
-        max_step = float(ge["step"].max())
-        edges = np.linspace(0.0, max_step, min(bins, max(2, ge.groupby("run_id").size().max())) + 1)
-        centers = 0.5 * (edges[:-1] + edges[1:])
-        fig, axes = plt.subplots(2 if ctx_cols else 1, 1, figsize=(8, 6 if ctx_cols else 4), sharex=True,
-                                 squeeze=False)
-        ax = axes[0, 0]
-        for s in schemes:
-            rids = grp.loc[grp["scheme"] == s, "run_id"]
-            if rids.empty:
-                continue
-            curves = np.array([_binned_returns(ge[ge["run_id"] == r], edges) for r in rids])
-            with warnings.catch_warnings():  # all-NaN bins (no episode ended there) stay NaN
-                warnings.simplefilter("ignore", RuntimeWarning)
-                mean = np.nanmean(curves, axis=0)
-                lo, hi = np.nanmin(curves, axis=0), np.nanmax(curves, axis=0)
-            (line,) = ax.plot(centers, mean, label=s, lw=1.2)
-            if len(rids) > 1:
-                ax.fill_between(centers, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
-        ax.set_ylabel("episodic return")
-        ax.legend(fontsize=7)
-        ax.set_title(f"{env}, trace {trace}\nepisodic return (mean over seeds, min-max band) and context",
-                     fontsize=10)
-        if ctx_cols:
-            first = ge[ge["run_id"] == grp["run_id"].iloc[0]].sort_values("step")
-            cax = axes[1, 0]
-            for c in ctx_cols:
-                if first[c].notna().any():
-                    cax.plot(first["step"], first[c], lw=1, label=c.replace("context_mean_", ""))
-            cax.set_ylabel("context (episode mean)")
-            cax.legend(fontsize=7)
-        axes[-1, 0].set_xlabel("environment step")
-        fig.tight_layout()
+        title = f"{env}, trace {trace}\nepisodic return (mean over seeds, min-max band) and context"
+        fig = _timeseries_figure(grp, ge, schemes, ctx_cols, title, bins=bins)
         path = out_dir / f"timeseries_{slug(str(env).split('/')[-1])}_{slug(trace)}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
@@ -391,7 +482,8 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
           (f"Lifelong return: mean episodic return of the episodes ending after the warm-up, averaged over seeds, "
            f"with a {pct}% percentile-bootstrap interval across seeds (scipy.stats.bootstrap, 9,999 resamples, "
            f"generator seed {seed}). Bold: the best online scheme of a row, marked only when its interval lies "
-           f"above every other online scheme's interval."), ""]
+           f"above every other online scheme's interval and every online scheme of the row has at least "
+           f"{MIN_SEEDS_FOR_MARK} seeds."), "", _seeds_text(table), ""]
     if done.empty:
         md += ["No finished runs yet.", ""]
     else:

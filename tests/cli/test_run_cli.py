@@ -1,0 +1,110 @@
+"""`lcpo run`: bad hyperparameters, agents, environment ids and arguments give clear errors, not tracebacks."""
+
+from __future__ import annotations
+
+import pytest
+
+from lcpo.cli.main import build_parser, main
+from lcpo.cli.run import _announce_offline_training, _check_known, parse_assignments
+from lcpo.run import RunConfig
+
+
+def _run(capsys, tmp_path, *argv):
+    rc = main(["run", "--steps", "400", "--no-progress", "--checkpoint-every", "0", "--out", str(tmp_path / "runs"),
+               *argv])
+    return rc, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("assignment, fragments", [
+    ("rollout_steps=1.5", ["'rollout_steps' must be an integer, got 1.5"]),
+    ("max_kl=1e400", ["'max_kl' must be a finite number, got inf"]),
+    ("rollout_steps=1e400", ["'rollout_steps' must be a finite number, got inf"]),
+    ("max_kl=NaN", ["'max_kl' must be a finite number, got nan"]),
+    ("hidden=[-1]", ["'hidden'", "[-1]", "--set hidden=[64,64]"]),
+    ("hidden=64,64", ["'hidden'", "'64,64'", "--set hidden=[64,64]"]),
+    ("hidden=(32,32)", ["'hidden'", "'(32,32)'", "--set hidden=[64,64]"]),
+    ("gamma=1.5", ["'gamma' must be in (0, 1], got 1.5"]),
+    ("cg_iters=0", ["'cg_iters' must be an integer >= 1, got 0"]),
+])
+def test_bad_set_value_is_a_clear_error_and_nothing_runs(capsys, tmp_path, assignment, fragments):
+    rc, err = _run(capsys, tmp_path, "--agent", "trpo", "--set", assignment)
+    assert rc == 2
+    assert err.startswith("lcpo: error: ") and "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_set_values_are_json_first():
+    assert parse_assignments(["hidden=[64,64]", "gamma=0.9", "hidden2=64,64", "n=3"], "--set") == {
+        "hidden": [64, 64], "gamma": 0.9, "hidden2": "64,64", "n": 3}
+
+
+def test_multi_agent_key_unknown_to_every_agent_is_an_error(capsys, tmp_path):
+    rc, err = _run(capsys, tmp_path, "--agent", "ppo", "a2c", "--set", "nosuch=1")
+    assert rc == 2 and "'nosuch'" in err and "ppo, a2c" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_multi_agent_key_known_to_one_agent_is_accepted():
+    _check_known(["ppo", "a2c"], {"clip": 0.3, "gamma": 0.9})  # clip: PPO only
+    with pytest.raises(ValueError, match=r"\['nosuch', 'zz'\]"):
+        _check_known(["ppo", "a2c"], {"clip": 0.3, "zz": 1, "nosuch": 2})
+
+
+def test_multi_agent_configs_are_all_validated_before_the_first_run(capsys, tmp_path):
+    # a2c does not know cg_iters and would run; trpo's cg_iters is invalid: nothing may run
+    rc, err = _run(capsys, tmp_path, "--agent", "a2c", "trpo", "--set", "cg_iters=0")
+    assert rc == 2 and "'cg_iters' must be an integer >= 1, got 0" in err
+    assert not (tmp_path / "runs" / "a2c-s0").exists()
+
+
+def test_help_documents_per_agent_keys():
+    help_text = " ".join(build_parser()._subparsers._group_actions[0].choices["run"].format_help().split())
+    assert "each gets only the keys it knows" in help_text
+
+
+def test_unknown_env_lists_registered_ids(capsys, tmp_path):
+    rc, err = _run(capsys, tmp_path, "--env", "nosuch")
+    assert rc == 2 and "'nosuch'" in err and "lcpo/WindyPendulum-v0" in err and "[]" not in err
+
+
+def test_close_env_id_is_suggested_once(capsys, tmp_path):
+    rc, err = _run(capsys, tmp_path, "--env", "lcpo/WindyPendulm-v0")
+    assert rc == 2
+    suggestion = err.split("did you mean one of ", 1)[1].split("?", 1)[0]
+    assert suggestion.count("'lcpo/WindyPendulum-v0'") == 1
+
+
+def test_bad_env_arg_names_key_and_valid_kwargs_only(capsys, tmp_path):
+    rc, err = _run(capsys, tmp_path, "--env-arg", "bogus=1")
+    assert rc == 2 and "['bogus']" in err and "'continuing'" in err and "'trace'" in err
+    assert "array(" not in err and len(err) < 400
+
+
+def _cfg(agent, **overrides):
+    return RunConfig(agent=agent, steps=10, overrides=overrides)
+
+
+def test_prescient_announces_offline_training(capsys):
+    _announce_offline_training(_cfg("prescient-a2c"))
+    assert capsys.readouterr().err == ("prescient-a2c: training offline for 1,600,000 steps over the whole trace "
+                                       "first (set train_steps to change)\n")
+    _announce_offline_training(_cfg("prescient-trpo", train_steps=2500))
+    assert "prescient-trpo: training offline for 2,500 steps" in capsys.readouterr().err
+
+
+def test_no_announcement_without_offline_training(capsys):
+    _announce_offline_training(_cfg("a2c"))
+    _announce_offline_training(_cfg("prescient-a2c", train_steps=0))
+    assert capsys.readouterr().err == ""
+
+
+def test_prescient_run_prints_the_line_before_its_result(capsys, tmp_path):
+    rc, err = _run(capsys, tmp_path, "--agent", "prescient-a2c", "--trace-length", "600", "--set",
+                   "train_steps=300", "--steps", "20")
+    assert rc == 0
+    lines = err.splitlines()
+    assert lines[0] == ("prescient-a2c: training offline for 300 steps over the whole trace first "
+                        "(set train_steps to change)")
+    assert lines[1].startswith("prescient-a2c seed 0: lifelong return")
