@@ -59,3 +59,30 @@ def test_scheme_label():
     assert scheme_label("a2c", {}) == "a2c"
     assert scheme_label("lcpo", {"b": [64, 64], "a": 0.5}) == "lcpo[a=0.5,b=[64,64]]"
     assert run_dir("R", "id").as_posix() == "R/runs/id"
+
+
+def test_report_reads_a_folder_of_lcpo_run_outputs(tmp_path):
+    """``lcpo run --agent lcpo a2c --seed 0 1 --out DIR`` writes DIR/AGENT-sSEED/; ``lcpo report DIR`` reads them."""
+    from lcpo.cli.main import main as cli
+    from lcpo.experiments.report import report
+    from lcpo.experiments.store import runs_root
+
+    out = tmp_path / "runs"
+    assert cli(["run", "--agent", "lcpo", "a2c", "--seed", "0", "1", "--steps", "1000", "--trace-length", "1000",
+                "--out", str(out), "--no-progress", "--checkpoint-every", "0"]) == 0
+    (out / "notes").mkdir()  # a stray folder that is not a run is ignored
+    assert runs_root(out) == out
+    runs, episodes = collect(out)
+    assert sorted(runs["run_id"]) == ["a2c-s0", "a2c-s1", "lcpo-s0", "lcpo-s1"]
+    assert set(runs["status"]) == {"done"} and sorted(set(runs["scheme"])) == ["a2c", "lcpo"]
+    assert sorted(runs["seed"]) == [0, 0, 1, 1]
+    assert len(episodes) == 4 * 5  # 1,000 steps of 200-step episodes per run
+    md = report(out, tmp_path / "report").read_text()
+    assert md.startswith("# Sweep report: runs")
+    table = pd.read_csv(tmp_path / "report" / "lifelong_return.csv")
+    assert sorted(table["scheme"]) == ["a2c", "lcpo"] and list(table["n"]) == [2, 2]
+    by_run = runs.set_index("run_id")["lifelong_return"]
+    lcpo_mean = table.set_index("scheme").loc["lcpo", "mean"]
+    assert lcpo_mean == pytest.approx((by_run["lcpo-s0"] + by_run["lcpo-s1"]) / 2)
+    with pytest.raises(FileNotFoundError, match="no `lcpo run` output folders"):
+        collect(tmp_path / "runs" / "notes")

@@ -10,11 +10,12 @@ __all__ = ["add_parser", "build_parser", "main", "run"]
 
 _DESCRIPTION = """Write report.md, CSV tables (mean lifelong return with bootstrap confidence intervals across
 seeds, ranks, normalized returns, ablations) and PNG figures (normalized-return CDF, ablations, return and
-context over time) for a sweep folder written by `lcpo sweep`."""
+context over time) for a sweep folder written by `lcpo sweep`, or for the --out folder of `lcpo run`
+(its AGENT-sSEED/ run folders), e.g. `lcpo run --agent lcpo a2c --seed 0 1 2 --out runs/x && lcpo report runs/x`."""
 
 
 def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("runs_dir", help="sweep folder (the --out of `lcpo sweep`)")
+    parser.add_argument("runs_dir", help="sweep folder (the --out of `lcpo sweep`) or the --out folder of `lcpo run`")
     parser.add_argument("--out", default=None, help="report folder (default: RUNS_DIR/report)")
     parser.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap generator seed (default 0)")

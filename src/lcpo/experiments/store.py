@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["SUMMARY_FIELDS", "collect", "load_store", "scheme_label", "write_store"]
+__all__ = ["SUMMARY_FIELDS", "collect", "load_store", "runs_root", "scheme_label", "write_store"]
 
 #: summary.json fields copied into the per-run table (``steps`` is renamed ``steps_done``).
 SUMMARY_FIELDS = ("lifelong_return", "episodes", "steps", "wall_time_s", "steps_per_s", "constrained_fraction",
@@ -70,14 +70,38 @@ def _read_json(path: Path) -> dict | None:
         raise ValueError(f"{path}: malformed JSON: {exc}") from None
 
 
+def _is_run_folder(path: Path) -> bool:
+    """True for a folder written by ``lcpo run --out`` (``config.json`` plus a summary or an error)."""
+    return path.is_dir() and (path / "config.json").is_file() and (
+        (path / "summary.json").is_file() or (path / "error.json").is_file())
+
+
+def runs_root(runs_dir: str | Path) -> Path:
+    """The folder that holds the run folders of ``runs_dir``.
+
+    A sweep folder keeps them under ``runs/``; a folder written by ``lcpo run --out DIR`` (``DIR/AGENT-sSEED/``
+    with ``config.json`` and ``summary.json``) holds them directly, so ``lcpo report`` works on both.
+
+    Raises:
+        FileNotFoundError: if ``runs_dir`` is neither.
+    """
+    runs_dir = Path(runs_dir)
+    if (runs_dir / "sweep.json").is_file() or (runs_dir / "runs").is_dir():
+        return runs_dir / "runs"
+    if runs_dir.is_dir() and any(_is_run_folder(p) for p in runs_dir.iterdir()):
+        return runs_dir
+    raise FileNotFoundError(f"{runs_dir}: not a sweep folder (no sweep.json and no runs/ folder) and no "
+                            "`lcpo run` output folders (AGENT-sSEED/ with config.json and summary.json) in it")
+
+
 def _manifest_specs(runs_dir: Path) -> list[tuple[str, dict | None]]:
     manifest = _read_json(runs_dir / "sweep.json")
     if manifest is not None:
         return [(s["run_id"], s["config"]) for s in manifest["specs"]]
-    runs = runs_dir / "runs"
-    if not runs.is_dir():
-        raise FileNotFoundError(f"{runs_dir}: not a sweep folder (no sweep.json and no runs/ folder)")
-    return [(p.name, None) for p in sorted(runs.iterdir()) if p.is_dir()]
+    root = runs_root(runs_dir)
+    if root == runs_dir:
+        return [(p.name, None) for p in sorted(root.iterdir()) if _is_run_folder(p)]
+    return [(p.name, None) for p in sorted(root.iterdir()) if p.is_dir()]
 
 
 def _diagnostic_means(path: Path) -> dict[str, float]:
@@ -93,7 +117,7 @@ def _diagnostic_means(path: Path) -> dict[str, float]:
 
 
 def _run_row(runs_dir: Path, run_id: str, config: dict | None) -> dict[str, Any]:
-    folder = runs_dir / "runs" / run_id
+    folder = runs_root(runs_dir) / run_id
     summary = _read_json(folder / "summary.json")
     error = _read_json(folder / "error.json")
     if config is None:
@@ -123,9 +147,9 @@ def collect(runs_dir: str | Path, run_ids: Sequence[str] | None = None) -> tuple
     """Gather the per-run table and the per-episode table of a sweep folder.
 
     Args:
-        runs_dir: the sweep folder.
-        run_ids: runs to include; default the specs in ``sweep.json`` (or every folder under ``runs/`` when
-            there is no manifest).
+        runs_dir: the sweep folder, or a folder of ``lcpo run --out`` outputs (see :func:`runs_root`).
+        run_ids: runs to include; default the specs in ``sweep.json`` (or every run folder when there is no
+            manifest).
 
     Returns:
         ``(runs, episodes)``: one row per run id (see the module docstring) and the concatenated
@@ -151,7 +175,7 @@ def collect(runs_dir: str | Path, run_ids: Sequence[str] | None = None) -> tuple
                 runs[col] = runs[col].astype("Int64")  # keep integers integer next to missing values
     episode_frames = []
     for rid, _ in specs:
-        path = runs_dir / "runs" / rid / "episodes.csv"
+        path = runs_root(runs_dir) / rid / "episodes.csv"
         if path.is_file() and path.stat().st_size > 0:
             ep = pd.read_csv(path)
             ep.insert(0, "run_id", rid)
@@ -197,7 +221,8 @@ def load_store(runs_dir: str | Path, refresh: bool = True) -> tuple[pd.DataFrame
     """
     runs_dir = Path(runs_dir)
     res, eps = runs_dir / "results.parquet", runs_dir / "episodes.parquet"
-    if refresh and (runs_dir / "runs").is_dir():
+    if refresh and runs_dir.is_dir() and (
+            (runs_dir / "runs").is_dir() or any(_is_run_folder(p) for p in runs_dir.iterdir())):
         write_store(runs_dir)
     if res.is_file() and eps.is_file():
         return pd.read_parquet(res), pd.read_parquet(eps)
