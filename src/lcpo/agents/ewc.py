@@ -109,7 +109,8 @@ class EWC(SAC):
     Example:
         >>> import gymnasium as gym, lcpo.envs
         >>> env = gym.make("lcpo/WindyPendulum-v0", trace="zero")
-        >>> agent = EWC(env, seed=0, learning_starts=100, buffer_size=1000, batch_size=32).learn(300)
+        >>> agent = EWC(env, seed=0, learning_starts=100, buffer_size=1000, batch_size=32,
+        ...           train_every=1).learn(300)
         >>> agent.updates, all(float(f.sum()) > 0 for f in agent.fisher.values())
         (201, True)
     """

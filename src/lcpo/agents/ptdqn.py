@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from lcpo.agents.ddqn import DDQN, DDQNHyperparameters
-from lcpo.agents.offpolicy import factorized_q, make_head_net, polyak_update
+from lcpo.agents.offpolicy import factorized_q, make_head_net
 from lcpo.loop import Transition
 from lcpo.nets import make_fast_policy
 
@@ -147,16 +147,7 @@ class PTDQN(DDQN):
         with torch.no_grad():
             q_p = self.q.permanent(batch["obs"])
         q_sa = factorized_q(q_p + self.q.transient(batch["obs"]), batch["actions"], hp.head_reduction)
-        if hp.loss == "huber":
-            loss = torch.nn.functional.smooth_l1_loss(q_sa, y)
-        else:
-            loss = torch.nn.functional.mse_loss(q_sa, y)
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self._q_params, hp.max_grad_norm, foreach=True)
-        self.opt.step()
-        polyak_update(self._q_target_params, self._all_params, hp.tau)
-        return {"train/q_loss": loss.item(), "train/q_mean": q_sa.mean().item(), "train/epsilon": self.epsilon}
+        return self._q_step(q_sa, y, self._all_params)
 
     def consolidate(self) -> dict:
         """The permanent update: ``permanent_steps`` distillation steps of ``Q_P`` toward the (fixed) combined
