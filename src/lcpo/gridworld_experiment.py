@@ -20,7 +20,9 @@ make the experiment work in a scaled-down run (``docs/gridworld.md`` explains ea
   phase and settles on bumping into walls: with gamma 0.9 that is worth -10, better than the trap's -10.9, and
   the detour around the trap (-3.4 from the decision cell) is never found;
 * ``damping = 0.01`` (LCPO): the natural-gradient step of norm ``sqrt(2 c_anchor / damping)`` at most is
-  0.014 with the default damping 0.1, too small to learn the trap behaviour within a scaled trap phase.
+  0.014 with the default damping 0.1, too small to learn the trap behaviour within a scaled trap phase;
+* ``normalize_returns = False`` (A2C, LCPO): the settings above were validated on raw rewards (the figure
+  predates the return normaliser; its rewards are already of order 1).
 
 Recorded per epoch (after the epoch's update), per agent and seed: the mean return of the episodes that ended
 in the epoch, and the total-variation distances to the optimal action at the decision cell (2, 1):
@@ -54,10 +56,11 @@ GRID_AGENTS: tuple[str, ...] = ("a2c", "tabular-a2c", "lcpo")
 #: hyperparameter overrides per agent (spec "Grid world"; see the module docstring).
 AGENT_OVERRIDES: dict[str, dict] = {
     "a2c": {"hidden": (32, 32), "gamma": 0.9, "gae_lambda": 0.8, "actor_lr": 4e-3, "critic_lr": 1e-2,
-            "entropy_coef": 0.3},
+            "entropy_coef": 0.3, "normalize_returns": False},
     "tabular-a2c": {},
     "lcpo": {"hidden": (32, 32), "gamma": 0.9, "gae_lambda": 0.8, "actor_lr": 4e-3, "critic_lr": 1e-2,
-             "c_anchor": 1e-5, "detector": "l2", "ood_threshold": 0.5, "entropy_base": 0.3, "damping": 0.01},
+             "c_anchor": 1e-5, "detector": "l2", "ood_threshold": 0.5, "entropy_base": 0.3, "damping": 0.01,
+             "normalize_returns": False},
 }
 #: columns of the per-epoch table.
 COLUMNS = ("agent", "seed", "epoch", "trap", "return", "tv_no_trap", "tv_trap")

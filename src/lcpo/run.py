@@ -51,6 +51,8 @@ class RunConfig:
         checkpoint_every: steps between checkpoints (0 disables checkpoints).
         tensorboard: also write TensorBoard event files.
         diagnostics_every: steps per row of ``diagnostics.csv``.
+        probe_every: steps between policy snapshots for the forgetting measurement (:mod:`lcpo.forgetting`;
+            0: none, the default; left out of :meth:`to_dict` when 0 so older run ids are unchanged).
     """
 
     env: str = "lcpo/WindyPendulum-v0"
@@ -66,11 +68,12 @@ class RunConfig:
     checkpoint_every: int = 50_000
     tensorboard: bool = False
     diagnostics_every: int = 10_000
+    probe_every: int = 0
 
     def __post_init__(self) -> None:
         if self.agent not in AGENTS:
             raise ValueError(f"unknown agent {self.agent!r}; known agents: {sorted(AGENTS)}")
-        for name in ("steps", "checkpoint_every", "warmup_steps", "diagnostics_every"):
+        for name in ("steps", "checkpoint_every", "warmup_steps", "diagnostics_every", "probe_every"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
@@ -88,8 +91,11 @@ class RunConfig:
         resolve_hyperparameters(AGENTS[self.agent].Hyperparameters, None, self.overrides)
 
     def to_dict(self) -> dict:
-        """Plain-JSON form."""
-        return dataclasses.asdict(self)
+        """Plain-JSON form (``probe_every`` only when set)."""
+        d = dataclasses.asdict(self)
+        if not d["probe_every"]:
+            del d["probe_every"]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "RunConfig":
@@ -186,7 +192,17 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
     env = make_run_env(config)
     agent = AGENTS[config.agent](env, seed=config.seed, **config.overrides)
     log = RunLog(out, _context_names(env), every=config.diagnostics_every, tensorboard=config.tensorboard)
-    loop = OnlineLoop(env, agent, config.reset, seed=config.seed, on_update=log.on_update,
+    on_update = log.on_update
+    probe = None
+    if config.probe_every:
+        from lcpo.forgetting import PolicyProbe
+
+        probe = PolicyProbe(out, config.probe_every, seed=config.seed)
+
+        def on_update(step, diag):
+            log.on_update(step, diag)
+            probe.on_update(step, agent)
+    loop = OnlineLoop(env, agent, config.reset, seed=config.seed, on_update=on_update,
                       on_episode=log.on_episode)
     atomic_write_json(out / "config.json", {"run": config.to_dict(),
                                             "hyperparameters": dataclasses.asdict(agent.hp),
@@ -204,6 +220,8 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
         loop.load_state_dict(state["loop"])
         log.load_state_dict(state["log"])
         wall_before = float(state["wall_time_s"])
+        if probe is not None:
+            probe.resume_from(loop.steps)
 
     bar = None
     if progress:

@@ -23,6 +23,7 @@ from lcpo.loop import OnlineLoop, Transition
 from lcpo.threads import limit_threads
 from lcpo.memory.rollout import RolloutBuffer
 from lcpo.nets import action_shape_of, make_actor_critic, make_fast_policy
+from lcpo.normalize import ReturnNormalizer
 
 __all__ = ["Agent", "OnPolicyAgent", "OnPolicyHyperparameters", "resolve_hyperparameters"]
 
@@ -162,6 +163,9 @@ class OnPolicyHyperparameters:
         max_grad_norm: gradient-norm clip of each network's step.
         network: ``"auto"`` (the environment's ``default_network``, else ``"mlp"``), ``"mlp"``, or a kind
             registered in :data:`lcpo.nets.NETWORKS` (e.g. ``"perm-invariant"``).
+        normalize_returns: divide the rewards entering each update by the running spread of the discounted
+            return, ``sqrt(Var[G] + 1)`` (:class:`lcpo.normalize.ReturnNormalizer`; on, as in the authors'
+            implementation; the straggler presets turn it off, as the authors' straggler agents do).
     """
 
     hidden: tuple[int, ...] = (64, 64)
@@ -173,6 +177,7 @@ class OnPolicyHyperparameters:
     rollout_steps: int = 200
     max_grad_norm: float = 0.5
     network: str = "auto"
+    normalize_returns: bool = True
 
 
 class Agent:
@@ -287,6 +292,7 @@ class OnPolicyAgent(Agent):
         self.actor_opt, self.critic_opt = self.build_optimizers()
         self.fast_actor = make_fast_policy(self.actor)
         self.rollout = RolloutBuffer(hp.rollout_steps, self.obs_dim, self.action_dims)
+        self.return_norm = ReturnNormalizer()
         self._noise = np.zeros((0, self.action_dims * self.action_bins), dtype=np.float32)
         self._noise_i = 0
         self.updates = 0
@@ -349,6 +355,8 @@ class OnPolicyAgent(Agent):
             self.rollout.reset()
             self.fast_actor.sync()
             self.updates += 1
+            if diag is not None and self.hp.normalize_returns:
+                diag["train/reward_scale"] = self.return_norm.scale
             return diag
         return None
 
@@ -357,18 +365,35 @@ class OnPolicyAgent(Agent):
         raise NotImplementedError
 
     # -- shared update pieces --------------------------------------------------------------------------
+    def batch_rewards(self) -> np.ndarray:
+        """The rollout's rewards ``(N,)`` float64 as the update uses them: raw, or divided by the return
+        normaliser's scale after merging this rollout's return-accumulator values (``normalize_returns``).
+
+        Call once per update (it advances the normaliser's state).
+        """
+        b = self.rollout
+        n = b.ptr
+        rewards = b.rewards[:n]
+        if not self.hp.normalize_returns:
+            return rewards
+        norm = self.return_norm
+        norm.update(norm.accumulate(rewards, b.terminated[:n] | b.truncated[:n], b.gammas[:n]))
+        return rewards / norm.scale
+
     def _batch(self):
-        """Tensors of the full rollout batch and its GAE advantages / lambda-returns."""
+        """Tensors of the full rollout batch and its GAE advantages / lambda-returns (rewards scaled by
+        :meth:`batch_rewards`)."""
         from lcpo.returns import gae
 
         b = self.rollout
         n = b.ptr
+        rewards = self.batch_rewards()
         obs = torch.from_numpy(b.obs[:n])
         next_obs = torch.from_numpy(b.next_obs[:n])
         with torch.no_grad():
             both = self.critic(torch.cat([obs, next_obs])).double().numpy()  # one forward for V(s) and V(s')
         v, nv = both[:n], both[n:]
-        adv, ret = gae(b.rewards[:n], v, nv, b.terminated[:n], b.truncated[:n], b.gammas[:n], self.hp.gae_lambda)
+        adv, ret = gae(rewards, v, nv, b.terminated[:n], b.truncated[:n], b.gammas[:n], self.hp.gae_lambda)
         return {
             "obs": obs, "actions": torch.from_numpy(b.actions[:n]),
             "adv": torch.from_numpy(adv.astype(np.float32)), "ret": torch.from_numpy(ret.astype(np.float32)),
@@ -394,6 +419,7 @@ class OnPolicyAgent(Agent):
             "rollout": self.rollout.state_dict(),
             "rngs": {k: g.bit_generator.state for k, g in self.rngs.items()},
             **self._noise_state(), "updates": self.updates, "steps": self.steps,
+            "return_norm": self.return_norm.state_dict(),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -408,4 +434,7 @@ class OnPolicyAgent(Agent):
         self._noise = np.asarray(state["noise"], dtype=np.float32)
         self._noise_i = int(state["noise_i"])
         self.updates, self.steps = int(state["updates"]), int(state["steps"])
+        if "return_norm" not in state:
+            raise ValueError("checkpoint state lacks 'return_norm' (written by an older lcpo); start the run afresh")
+        self.return_norm.load_state_dict(state["return_norm"])
         self.fast_actor.sync()

@@ -225,6 +225,8 @@ class CLEAR(OnPolicyAgent):
             ``entropy`` (mean over valid steps).
         """
         hp = self.hp
+        # stored rewards stay raw; both parts are divided by the scale current at this update
+        reward_scale = self.return_norm.scale if hp.normalize_returns else 1.0
         pg_sum, v_sum, ent_sum, count = 0.0, 0.0, 0.0, 0.0
         zero = torch.zeros(())
         kl, vc = zero, zero
@@ -243,7 +245,7 @@ class CLEAR(OnPolicyAgent):
                 log_rhos = np.zeros((E, L))
             else:
                 log_rhos = logp.detach().double().reshape(E, L).numpy() - part["logp"]
-            vs, adv = vtrace(part["rewards"], v.detach().double().reshape(E, L).numpy(), nv.numpy(), log_rhos,
+            vs, adv = vtrace(part["rewards"] / reward_scale, v.detach().double().reshape(E, L).numpy(), nv.numpy(), log_rhos,
                              part["terminated"], part["truncated"], m_np, part["gamma"], hp.rho_bar, hp.c_bar)
             m = torch.from_numpy(m_np.reshape(-1).astype(np.float32))
             pm = torch.from_numpy((m_np & part["policy_mask"]).reshape(-1).astype(np.float32))
@@ -268,6 +270,7 @@ class CLEAR(OnPolicyAgent):
         """Record the rollout's behaviour quantities, draw replay windows, store the rollout, then one actor and
         one critic Adam step on :meth:`losses`; returns diagnostics."""
         hp = self.hp
+        self.batch_rewards()  # merges this rollout's return statistics into the normaliser (if enabled)
         new = self.rollout_windows()
         replay = self.replay_batch()
         self._store(new)

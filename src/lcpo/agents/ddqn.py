@@ -93,6 +93,8 @@ class DDQNHyperparameters:
         head_reduction: ``"mean"`` or ``"sum"`` of the per-dimension Q-values into the joint Q.
         loss: ``"huber"`` (smooth L1, delta 1) or ``"mse"``.
         max_grad_norm: gradient-norm clip.
+        normalize_returns: divide minibatch rewards by the running spread of the discounted return,
+            ``sqrt(Var[G] + 1)`` (:class:`lcpo.normalize.ReturnNormalizer`; on, as in the authors' implementation).
     """
 
     network: str = "auto"
@@ -113,6 +115,7 @@ class DDQNHyperparameters:
     head_reduction: str = "mean"
     loss: str = "huber"
     max_grad_norm: float = 10.0
+    normalize_returns: bool = True
 
 
 class DDQN(OffPolicyAgent):

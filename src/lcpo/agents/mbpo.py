@@ -137,7 +137,7 @@ class MBPO(SAC):
             return real
         m = self.model_replay.sample(batch_size - n_real)
         fake = {"obs": torch.from_numpy(m["obs"]), "actions": torch.from_numpy(m["actions"]),
-                "rewards": torch.from_numpy(m["rewards"].astype(np.float32)),
+                "rewards": torch.from_numpy((m["rewards"] / self.reward_scale).astype(np.float32)),
                 "next_obs": torch.from_numpy(m["next_obs"]),
                 "not_terminated": torch.from_numpy((~m["terminated"]).astype(np.float32)),
                 "gamma": torch.full((m["obs"].shape[0],), float(self.hp.gamma))}

@@ -28,6 +28,7 @@ from lcpo.agents.base import Agent
 from lcpo.loop import Transition
 from lcpo.memory.replay import ReplayBuffer
 from lcpo.nets import CategoricalPolicy, make_body
+from lcpo.normalize import ReturnNormalizer
 
 __all__ = ["OffPolicyAgent", "factorized_q", "make_head_net", "polyak_update", "reduce_heads"]
 
@@ -128,8 +129,15 @@ class OffPolicyAgent(Agent):
             raise ValueError(f"hyperparameter tau must lie in [0, 1], got {hp.tau}")
         self.replay = ReplayBuffer(hp.buffer_size, (self.obs_dim,), (self.action_dims,), seed=self.rngs["buffer"])
         self._gammas = np.zeros(hp.buffer_size, dtype=np.float64)
+        self.return_norm = ReturnNormalizer()
         self.steps = 0
         self.updates = 0
+
+    @property
+    def reward_scale(self) -> float:
+        """The divisor of every reward in a training minibatch: the return normaliser's scale with
+        ``normalize_returns`` (stored rewards stay raw), else 1."""
+        return self.return_norm.scale if self.hp.normalize_returns else 1.0
 
     # -- storing and the update cadence ----------------------------------------------------------------
     def observe(self, tr: Transition) -> dict | None:
@@ -155,8 +163,11 @@ class OffPolicyAgent(Agent):
         self.replay.add(tr.obs, action, tr.reward, tr.next_obs, tr.terminated, tr.truncated)
         self.steps += 1
         hp = self.hp
+        if hp.normalize_returns:
+            self.return_norm.push(tr.reward, tr.terminated or tr.truncated, gamma)
         if self.steps < hp.learning_starts or self.steps % hp.train_every:
             return None
+        self.return_norm.flush()  # the statistics of every step so far, before the updates that use them
         diag = None
         for _ in range(hp.gradient_steps):
             diag = self.update(self.sample_batch(hp.batch_size))
@@ -164,6 +175,8 @@ class OffPolicyAgent(Agent):
         self._sync_fast()
         diag = dict(diag or {})
         diag["train/updates"] = float(self.updates)
+        if hp.normalize_returns:
+            diag["train/reward_scale"] = self.return_norm.scale
         return diag
 
     def sample_batch(self, batch_size: int) -> dict[str, torch.Tensor]:
@@ -181,7 +194,8 @@ class OffPolicyAgent(Agent):
             indices: ``(B,)`` global indices of stored samples (see :class:`lcpo.memory.replay.ReplayBuffer`).
 
         Returns:
-            dict: ``obs (B, obs_dim) float32``, ``actions (B, D) int64``, ``rewards (B,) float32``,
+            dict: ``obs (B, obs_dim) float32``, ``actions (B, D) int64``, ``rewards (B,) float32`` (divided by
+            :attr:`reward_scale`),
             ``next_obs (B, obs_dim) float32``, ``not_terminated (B,) float32`` (0 after a termination, 1 after a
             truncation or a plain step: truncation bootstraps), ``gamma (B,) float32`` (per-sample discount).
 
@@ -194,7 +208,7 @@ class OffPolicyAgent(Agent):
         return {
             "obs": torch.from_numpy(b["obs"]),
             "actions": torch.from_numpy(b["actions"]),
-            "rewards": torch.from_numpy(b["rewards"].astype(np.float32)),
+            "rewards": torch.from_numpy((b["rewards"] / self.reward_scale).astype(np.float32)),
             "next_obs": torch.from_numpy(b["next_obs"]),
             "not_terminated": torch.from_numpy((~b["terminated"]).astype(np.float32)),
             "gamma": torch.from_numpy(self._gammas[b["indices"] % self.replay.capacity].astype(np.float32)),
@@ -213,7 +227,7 @@ class OffPolicyAgent(Agent):
         n = self.replay.size
         return {"replay": self.replay.state_dict(), "gammas": self._gammas[:n].copy(),
                 "rngs": {k: g.bit_generator.state for k, g in self.rngs.items()},
-                "steps": self.steps, "updates": self.updates}
+                "steps": self.steps, "updates": self.updates, "return_norm": self.return_norm.state_dict()}
 
     def _load_base_state(self, state: dict) -> None:
         self.replay.load_state_dict(state["replay"])
@@ -225,3 +239,6 @@ class OffPolicyAgent(Agent):
         for k, s in state["rngs"].items():
             self.rngs[k].bit_generator.state = s
         self.steps, self.updates = int(state["steps"]), int(state["updates"])
+        if "return_norm" not in state:
+            raise ValueError("checkpoint state lacks 'return_norm' (written by an older lcpo); start the run afresh")
+        self.return_norm.load_state_dict(state["return_norm"])

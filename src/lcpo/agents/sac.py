@@ -87,6 +87,8 @@ class SACHyperparameters:
         entropy_target: target entropy per action dimension, as a fraction of ``ln(bins)`` (0.1, Table 11).
         head_reduction: ``"mean"`` or ``"sum"`` of the per-dimension Q-values into the joint Q.
         max_grad_norm: gradient-norm clip of actor and critics.
+        normalize_returns: divide minibatch rewards by the running spread of the discounted return,
+            ``sqrt(Var[G] + 1)`` (:class:`lcpo.normalize.ReturnNormalizer`; on, as in the authors' implementation).
     """
 
     network: str = "auto"
@@ -107,6 +109,7 @@ class SACHyperparameters:
     entropy_target: float = 0.1
     head_reduction: str = "mean"
     max_grad_norm: float = 10.0
+    normalize_returns: bool = True
 
 
 class SAC(OffPolicyAgent):

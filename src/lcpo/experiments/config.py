@@ -67,7 +67,7 @@ DEFAULT_EXECUTOR = "lcpo.run"
 _RESET_RE = re.compile(r"^(end|never|every:[1-9][0-9]*)$")
 _TOP_KEYS = {
     "name", "out", "steps", "warmup_steps", "seeds", "envs", "traces", "agents", "trace_length", "reset",
-    "checkpoint_every", "diagnostics_every", "tensorboard", "overrides", "env_kwargs", "per_trace",
+    "checkpoint_every", "diagnostics_every", "probe_every", "tensorboard", "overrides", "env_kwargs", "per_trace",
 }
 _REQUIRED = ("steps", "envs", "traces", "agents")
 _PER_TRACE_KEYS = {"steps", "trace_length", "warmup_steps"}
@@ -98,6 +98,8 @@ class SweepConfig:
         per_trace: trace -> ``{"steps", "trace_length", "warmup_steps"}`` (any subset), overriding the global
             values for runs on that trace (paper: traces 1-2 run 20M steps, traces 3-4 8M).
         out: default output folder (the CLI's ``--out`` wins), or ``None``.
+        probe_every: steps between policy snapshots for the forgetting measurement (``lcpo.forgetting``;
+            0 or absent: none).
         diagnostics_every: steps per row of each run's ``diagnostics.csv``; ``None`` keeps the executor's
             default (and leaves the key out of the run config).
     """
@@ -118,6 +120,7 @@ class SweepConfig:
     per_trace: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     out: str | None = None
     diagnostics_every: int | None = None
+    probe_every: int = 0
 
 
 @dataclass(frozen=True)
@@ -271,6 +274,7 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>",
     diagnostics_every = data.get("diagnostics_every")
     if diagnostics_every is not None:
         diagnostics_every = _check_int(source, "diagnostics_every", diagnostics_every, 1)
+    probe_every = _check_int(source, "probe_every", data.get("probe_every", 0), 0)
     tensorboard = data.get("tensorboard", False)
     if not isinstance(tensorboard, bool):
         raise _err(source, "tensorboard", f"expected true or false, got {tensorboard!r}")
@@ -373,7 +377,7 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>",
                        warmup_steps=warmup, trace_lengths=trace_lengths, reset=reset,
                        checkpoint_every=checkpoint_every, tensorboard=tensorboard, overrides=overrides,
                        env_kwargs=env_kwargs, per_trace=per_trace, out=out,
-                       diagnostics_every=diagnostics_every)
+                       diagnostics_every=diagnostics_every, probe_every=probe_every)
 
 
 def load_config(path: str | Path, executor: str = DEFAULT_EXECUTOR) -> SweepConfig:
@@ -475,6 +479,8 @@ def expand(config: SweepConfig, executor: str = DEFAULT_EXECUTOR, validate: bool
                 }
                 if config.diagnostics_every is not None:
                     cfg["diagnostics_every"] = config.diagnostics_every
+                if config.probe_every:
+                    cfg["probe_every"] = config.probe_every
                 if run_config_cls is not None:
                     try:
                         cfg = dict(run_config_cls.from_dict(cfg).to_dict())

@@ -10,6 +10,8 @@ code depends on the environment:
 - GAE ``lambda = 0.95``; Adam ``lr = 1e-3`` for the actor and the critic, weight decay ``1e-4``; gradient-norm
   clip 1;
 - one update per epoch of 4,608 steps (38.4 simulated minutes);
+- no return normaliser (``normalize_returns = False``): the authors' straggler agents use the fixed reward
+  scale that the environment already applies (``reward_scale``), not the running one of their windy-gym agents;
 - LCPO: ``c_recent = 0.1``, ``c_anchor = 1e-4``, damping 0.1, 15 CG iterations, 10 halvings (the agent's
   defaults), and the Mahalanobis OOD detector on the declared context (the two beta = 0.99 moving averages of
   the normalized arrival rate and size) with ``D^2 > 20 / 24 / 28`` (the paper's Agg / Med / Cons; default
@@ -40,6 +42,7 @@ _COMMON: dict[str, Any] = {
     "weight_decay": 1e-4,
     "max_grad_norm": 1.0,
     "rollout_steps": 4608,
+    "normalize_returns": False,
 }
 
 #: agent name -> hyperparameter overrides for ``lcpo/StragglerMitigation-v0``.
