@@ -59,7 +59,8 @@ def _fill(agent, n, seed=0):
 def test_on_policy_without_cloning_is_vtrace_actor_critic():
     env = gym.make("lcpo/WindyPendulum-v0", trace="zero")
     n = 19
-    agent = CLEAR(env, seed=0, rollout_steps=20, gamma=0.9, policy_cloning=0.0, value_cloning=0.0, hidden=(8,))
+    agent = CLEAR(env, seed=0, rollout_steps=20, gamma=0.9, policy_cloning=0.0, value_cloning=0.0, hidden=(8,),
+                  normalize_returns=False)
     obs, actions, rewards, term, trunc, gam = _fill(agent, n)
     assert agent.updates == 0
     loss = agent.losses(agent.rollout_windows(), None)

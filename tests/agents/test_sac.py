@@ -84,7 +84,7 @@ def test_fresh_policy_above_target_entropy_lowers_alpha_in_training():
 
 def test_agent_target_bootstraps_after_truncation_not_termination():
     env = ContextBandit(dims=1, bins=3)
-    agent = SAC(env, seed=0, hidden=(), learning_starts=1000, gamma=0.9)
+    agent = SAC(env, seed=0, hidden=(), learning_starts=1000, gamma=0.9, normalize_returns=False)
     with torch.no_grad():
         for net, table in ((agent.actor, [0.0, 0.0, 0.0]), (agent.q1_target, [1.0, 2.0, 3.0]),
                            (agent.q2_target, [3.0, 0.0, 3.0])):
@@ -108,7 +108,8 @@ def test_truncation_bootstraps_infinite_horizon_value():
     agent.learn(2500, reset_condition="every:10")
     with torch.no_grad():
         q = torch.stack([agent.q1(torch.eye(5)), agent.q2(torch.eye(5))]).numpy()
-    np.testing.assert_allclose(q, 10.0, atol=0.7)
+    assert agent.reward_scale > 1.5  # critics learn in the return normaliser's units
+    np.testing.assert_allclose(q * agent.reward_scale, 10.0, atol=0.7)
 
 
 def test_learns_context_bandit():

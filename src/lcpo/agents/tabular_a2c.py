@@ -40,6 +40,8 @@ class TabularA2CHyperparameters:
         max_grad_norm: gradient-norm clip of each table (``inf``: no clipping).
         entropy_coef: entropy bonus weight (0, as in the paper's A2C).
         init_value: initial value of every table entry of the critic.
+        normalize_returns: divide rewards by the return normaliser's scale (off: this agent exists for the
+            grid world, whose Figure 1 settings were validated on raw rewards; see :mod:`lcpo.normalize`).
     """
 
     actor_lr: float = 2.0
@@ -50,6 +52,7 @@ class TabularA2CHyperparameters:
     max_grad_norm: float = math.inf
     entropy_coef: float = 0.0
     init_value: float = 0.0
+    normalize_returns: bool = False
 
 
 class TableBody(nn.Module):
