@@ -115,6 +115,8 @@ def forgetting_table(run_dir: str | Path, actor, context_indices, regimes: int =
     import pandas as pd
     import torch
 
+    from lcpo import categorical
+
     if lag < 1:
         raise ValueError(f"lag must be >= 1, got {lag!r}")
     idx = list(context_indices)
@@ -142,9 +144,8 @@ def forgetting_table(run_dir: str | Path, actor, context_indices, regimes: int =
     rows = []
     for i in range(lag, len(snaps)):
         p_old, p_new = logps[i - lag], logps[i]
-        w = p_old.exp()
-        terms = torch.where(w > 0, w * (p_old - p_new), torch.zeros_like(w))  # 0 * log 0 = 0
-        kl = terms.sum(-1).mean(-1).clamp_min(0.0).numpy()  # (n,), >= 0
+        # (n,) nats per action dimension; >= 0 by construction, exact with zero-probability actions
+        kl = (categorical.kl(p_old, p_new) / p_old.shape[-2]).numpy()
         counts = np.bincount(labels[owner == i], minlength=k)
         active = int(np.argmax(counts))
         for r in range(k):

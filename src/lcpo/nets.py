@@ -17,6 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from lcpo import categorical
+
 __all__ = ["mlp", "CategoricalPolicy", "ValueNet", "NumpyPolicy", "TorchPolicy", "make_fast_policy",
            "make_actor_critic", "make_body", "NETWORKS", "is_plain_mlp", "action_shape_of"]
 
@@ -77,23 +79,26 @@ class CategoricalPolicy(nn.Module):
         return self.body(obs).view(-1, self.dims, self.bins)
 
     def log_probs(self, obs: torch.Tensor) -> torch.Tensor:
-        """``(B, D, K)`` log-probabilities of every choice."""
-        return torch.log_softmax(self.forward(obs), dim=-1)
+        """``(B, D, K)`` log-probabilities of every choice (``-inf`` where a logit is ``-inf``)."""
+        return categorical.log_probs(self.forward(obs))
 
     @staticmethod
     def log_prob_of(logp_all: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """``(B,)`` log-probability of ``actions (B, D)`` int64 under ``logp_all (B, D, K)``."""
-        return logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1).sum(-1)
+        """``(B,)`` log-probability of ``actions (B, D)`` int64 under ``logp_all (B, D, K)``
+        (:func:`lcpo.categorical.log_prob_of`)."""
+        return categorical.log_prob_of(logp_all, actions)
 
     @staticmethod
     def entropy_of(logp_all: torch.Tensor) -> torch.Tensor:
-        """``(B,)`` entropy (nats), summed over action dimensions."""
-        return -(logp_all.exp() * logp_all).sum(dim=(-1, -2))
+        """``(B,)`` entropy (nats), summed over action dimensions; ``0 log 0 = 0``
+        (:func:`lcpo.categorical.entropy`)."""
+        return categorical.entropy(logp_all)
 
     @staticmethod
     def kl(logp_old: torch.Tensor, logp_new: torch.Tensor) -> torch.Tensor:
-        """``(B,)`` KL(pi_old || pi_new), summed over action dimensions (nats)."""
-        return (logp_old.exp() * (logp_old - logp_new)).sum(dim=(-1, -2))
+        """``(B,)`` KL(pi_old || pi_new), summed over action dimensions (nats); ``>= 0`` by construction, exact
+        with zero-probability choices (:func:`lcpo.categorical.kl`)."""
+        return categorical.kl(logp_old, logp_new)
 
 
 class ValueNet(nn.Module):

@@ -161,3 +161,22 @@ def test_runs_50k_steps_on_windy_pendulum(tmp_path):
     cfg = RunConfig(trace="wind-1", agent="clear", steps=50_000, seed=0, checkpoint_every=0)
     summary = execute(cfg, tmp_path / "run")
     assert summary["steps"] == 50_000 and np.isfinite(summary["lifelong_return"])
+
+
+def test_replay_windows_zero_disables_replay():
+    env = gym.make("lcpo/WindyPendulum-v0", trace="zero")
+    agent = CLEAR(env, seed=0, replay_windows=0, hidden=(8,))
+    assert agent.hp.replay_windows == 0
+    diags = []
+    agent.learn(600, callback=lambda step, d: diags.append(d))
+    assert agent.updates == 3 and len(diags) == 3
+    assert agent.replay.size == 600 and agent.replay_batch() is None  # stored, never replayed
+    assert all(d["train/policy_cloning"] == 0.0 and d["train/value_cloning"] == 0.0 for d in diags)
+    # the update is the on-policy V-trace actor-critic: the losses without a replay part
+    _fill(agent, 199)
+    new = agent.rollout_windows()
+    off, on = agent.losses(new, None), agent.losses(new, agent.replay_batch())
+    for k in off:
+        torch.testing.assert_close(off[k], on[k])
+    with pytest.raises(ValueError, match="replay_windows"):
+        CLEAR(env, replay_windows=-1)

@@ -90,24 +90,44 @@ def test_penalty_gradient_enters_actor_backward():
     assert float(agent.penalty()) == pytest.approx(expected, rel=1e-5)
 
 
-def test_running_averages_follow_beta():
+def test_online_ewc_fisher_and_anchor_over_two_updates_by_hand():
+    """Schwarz et al. 2018 (online EWC): F <- gamma F + F_new, so after two consolidations F = gamma F_1 + F_2
+    (not the averaged (1 - gamma) gamma F_1 + (1 - gamma) F_2); the anchor is the running average
+    gamma theta* + (1 - gamma) theta."""
     env = gym.make("lcpo/WindyPendulum-v0", trace="zero")
-    agent = EWC(env, seed=0, ewc_beta=0.9, **SMALL)
+    gamma = 0.9
+    agent = EWC(env, seed=0, ewc_beta=gamma, **SMALL)
     agent.learn(99)  # no update yet
-    before_f = {k: v.clone() for k, v in agent.fisher.items()}
-    before_a = {k: v.clone() for k, v in agent.anchor.items()}
-    assert all(float(v.abs().sum()) == 0.0 for v in before_f.values())
-    state = agent.replay.state_dict()["rng"]
+    a0 = {k: v.clone() for k, v in agent.anchor.items()}
+    assert all(float(v.abs().sum()) == 0.0 for v in agent.fisher.values())
     batch_rng = np.random.Generator(np.random.PCG64())
-    batch_rng.bit_generator.state = state
-    agent.learn(1)  # exactly one update on a batch we can reproduce
+    batch_rng.bit_generator.state = agent.replay.state_dict()["rng"]
+
+    def update_once():
+        """One more step and its update; returns (F_new at the updated parameters, the updated parameters)."""
+        agent.learn(1)
+        idx = agent.replay.total_added - agent.replay.size + batch_rng.integers(agent.replay.size, size=32)
+        b = agent.get_batch(idx)
+        return agent.policy_fisher(b["obs"], b["actions"]), {k: p.detach().clone()
+                                                              for k, p in agent.actor.named_parameters()}
+
+    f1, th1 = update_once()
     assert agent.updates == 1
-    idx = agent.replay.total_added - agent.replay.size + batch_rng.integers(agent.replay.size, size=32)
-    b = agent.get_batch(idx)
-    f_new = agent.policy_fisher(b["obs"], b["actions"])
-    for k, p in agent.actor.named_parameters():
-        torch.testing.assert_close(agent.fisher[k], 0.1 * f_new[k])
-        torch.testing.assert_close(agent.anchor[k], 0.9 * before_a[k] + 0.1 * p.detach())
+    for k in f1:
+        torch.testing.assert_close(agent.fisher[k], f1[k], rtol=0, atol=0)  # gamma * 0 + F_1
+        torch.testing.assert_close(agent.anchor[k], gamma * a0[k] + (1 - gamma) * th1[k])
+    f2, th2 = update_once()
+    assert agent.updates == 2
+    for k in f1:
+        assert float(f1[k].abs().sum()) > 0 and float(f2[k].abs().sum()) > 0
+        torch.testing.assert_close(agent.fisher[k], gamma * f1[k] + f2[k])
+        torch.testing.assert_close(agent.anchor[k], gamma * (gamma * a0[k] + (1 - gamma) * th1[k])
+                                   + (1 - gamma) * th2[k])
+        # not the averaged rule, which would be (1 - gamma) times smaller in steady state
+        assert not torch.allclose(agent.fisher[k], gamma * (1 - gamma) * f1[k] + (1 - gamma) * f2[k])
+    expected = agent.hp.ewc_alpha * sum(float((agent.fisher[k] * (p.detach() - agent.anchor[k]) ** 2).sum())
+                                        for k, p in agent.actor.named_parameters())
+    assert float(agent.penalty()) == pytest.approx(expected, rel=1e-5)
 
 
 def test_save_load_gives_identical_actions_and_continuation(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import lcpo.envs  # noqa: F401
-from lcpo.agents.ppo import PPO, clipped_surrogate
+from lcpo.agents.ppo import PPO, clipped_surrogate, normalize_advantages
 from lcpo.loop import Transition
 from lcpo.threads import limit_threads
 
@@ -90,3 +90,67 @@ def test_bad_settings_are_named():
         PPO(env, max_kl=-1.0)
     with pytest.raises(ValueError, match="epochs >= 1"):
         PPO(env, epochs=0)
+
+
+# ------------------------------------------------------------- advantage statistics use the loss's steps only
+def test_normalize_advantages_uses_only_unmasked_steps():
+    out = normalize_advantages(torch.tensor([1.0, 3.0, -100.0, -100.0]), torch.tensor([1.0, 1.0, 0.0, 0.0]))
+    np.testing.assert_allclose(out[:2].numpy(), [-1 / np.sqrt(2), 1 / np.sqrt(2)], rtol=1e-6)
+    assert out[2:].tolist() == [0.0, 0.0]
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        adv = torch.randn(40, generator=g) * 5 + 3
+        mask = (torch.rand(40, generator=g) < 0.6).float()
+        sub = adv[mask > 0]
+        ref = (sub - sub.mean()) / (sub.std() + 1e-8)
+        out = normalize_advantages(adv, mask)
+        torch.testing.assert_close(out[mask > 0], ref)
+        assert float(out[mask > 0].mean()) == pytest.approx(0.0, abs=1e-5)
+        assert float(out[mask > 0].std()) == pytest.approx(1.0, abs=1e-5)
+        wild = torch.where(mask > 0, adv, torch.full_like(adv, 1e6))  # masked values change nothing
+        assert torch.equal(normalize_advantages(wild, mask), out)
+    a = torch.randn(10, generator=g)
+    torch.testing.assert_close(normalize_advantages(a), (a - a.mean()) / (a.std() + 1e-8))  # no mask: all
+    one = torch.tensor([2.0, 5.0, 7.0])
+    assert torch.equal(normalize_advantages(one, torch.tensor([0.0, 1.0, 0.0])), one)  # < 2 steps: unchanged
+    with pytest.raises(ValueError, match="shapes differ"):
+        normalize_advantages(one, torch.ones(2))
+
+
+@pytest.mark.parametrize("cls_name", ["ppo", "lcpo-p"])
+def test_update_ignores_the_advantages_of_forced_steps(cls_name, monkeypatch):
+    """PPO and LCPO-P: with forced (masked) steps, the update is the same whatever their advantages are, and an
+    unmasked step's advantage does change it."""
+    from lcpo.agents import AGENTS
+
+    def run(forced_adv=None, bump_unmasked=False):
+        env = gym.make("lcpo/WindyPendulum-v0", trace="zero")
+        agent = AGENTS[cls_name](env, seed=1, epochs=3, **({"reservoir_size": 500} if cls_name == "lcpo-p" else {}))
+        obs, _ = env.reset(seed=1)
+        rng = np.random.default_rng(1)
+        while agent.rollout.ptr < agent.rollout.size - 1:
+            a = agent.act(obs)
+            nobs, r, te, tr, _ = env.step(a)
+            forced = agent.rollout.ptr % 3 == 0
+            agent.rollout.add(obs, a, r + 5.0 * rng.normal(), nobs, te, tr, agent.hp.gamma, not forced)
+            obs = env.reset()[0] if te or tr else nobs
+        batch_fn = agent._batch
+
+        def patched():
+            b = batch_fn()
+            if forced_adv is not None:
+                b["adv"] = torch.where(b["mask"] > 0, b["adv"], torch.full_like(b["adv"], forced_adv))
+            if bump_unmasked:
+                b["adv"] = b["adv"].clone()
+                b["adv"][1] += 3.0
+            return b
+
+        monkeypatch.setattr(agent, "_batch", patched)
+        agent.observe(Transition(obs, agent.act(obs), -1.0, obs, False, False, {"forced": True}))
+        assert agent.updates == 1
+        return torch.cat([p.detach().reshape(-1) for p in agent.actor.parameters()])
+
+    base = run()
+    assert torch.equal(run(forced_adv=-100.0), base)
+    assert torch.equal(run(forced_adv=1e4), base)
+    assert not torch.equal(run(bump_unmasked=True), base)

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from lcpo.nets import CategoricalPolicy
-from lcpo.optim import autograd_fvp, conjugate_gradient, flat_params, mlp_fvp, set_flat_params
+from lcpo.optim import (NotPositiveDefiniteError, autograd_fvp, conjugate_gradient, flat_grad, flat_params,
+                        kl_constrained_step, mlp_fvp, set_flat_params)
 
 
 @pytest.mark.parametrize("n", [3, 10, 25])
@@ -23,6 +24,70 @@ def test_cg_rejects_non_spd():
     A = torch.tensor([[1.0, 0.0], [0.0, -1.0]], dtype=torch.float64)
     with pytest.raises(ValueError, match="positive definite"):
         conjugate_gradient(lambda v: A @ v, torch.tensor([0.0, 1.0], dtype=torch.float64), iters=5)
+
+
+@pytest.mark.parametrize("matvec", [lambda v: -v, lambda v: 0.0 * v, lambda v: torch.full_like(v, float("nan")),
+                                    lambda v: torch.full_like(v, float("inf"))],
+                         ids=["negative", "zero", "nan", "inf"])
+def test_cg_raises_a_named_error_on_unusable_curvature(matvec):
+    with pytest.raises(NotPositiveDefiniteError, match="p\\^T A p"):
+        conjugate_gradient(matvec, torch.tensor([1.0, 2.0, 3.0]), iters=5)
+    assert issubclass(NotPositiveDefiniteError, ValueError)
+
+
+def _tiny_problem():
+    torch.manual_seed(0)
+    policy = CategoricalPolicy(3, 1, 4, hidden=(5,))
+    obs = torch.randn(16, 3)
+    actions = torch.randint(0, 4, (16, 1))
+    adv = torch.randn(16)
+    with torch.no_grad():
+        logp_old_all = policy.log_probs(obs)
+        logp_old = CategoricalPolicy.log_prob_of(logp_old_all, actions)
+
+    def loss_fn():
+        logp = CategoricalPolicy.log_prob_of(policy.log_probs(obs), actions)
+        return -(adv * torch.exp(logp - logp_old)).mean()
+
+    def kl_fn():
+        return CategoricalPolicy.kl(logp_old_all, policy.log_probs(obs)).mean()
+
+    grad = flat_grad(loss_fn(), policy)
+    return policy, grad, loss_fn, kl_fn, obs
+
+
+@pytest.mark.parametrize("kind", ["nan", "negative", "nan-after-solve", "indefinite"])
+def test_constrained_step_skips_on_unusable_fisher_and_leaves_parameters_bit_identical(kind):
+    policy, grad, loss_fn, kl_fn, obs = _tiny_problem()
+    good = autograd_fvp(policy, obs, 0.1)
+    calls = []
+
+    def fvp(v):
+        calls.append(1)
+        if kind == "nan":
+            return torch.full_like(v, float("nan"))
+        if kind == "negative":
+            return -good(v)
+        if kind == "nan-after-solve":  # CG succeeds, the curvature of its solution is NaN
+            return good(v) if len(calls) <= 3 else torch.full_like(v, float("nan"))
+        d = torch.ones_like(v)
+        d[::2] = -1.0  # indefinite diagonal: some curvature negative
+        return d * v
+
+    before = flat_params(policy)
+    res = kl_constrained_step(policy, grad, fvp, loss_fn, (kl_fn,), (0.01,), scale_kl=0.01, cg_iters=3)
+    assert res.skipped and not res.accepted and res.kls == (0.0,)
+    assert torch.equal(flat_params(policy), before)
+    # with the true Fisher the same step is taken and not skipped
+    ok = kl_constrained_step(policy, grad, good, loss_fn, (kl_fn,), (0.01,), scale_kl=0.01)
+    assert not ok.skipped and ok.accepted
+
+
+def test_constrained_step_with_zero_gradient_is_no_step_not_a_skip():
+    policy, grad, loss_fn, kl_fn, obs = _tiny_problem()
+    res = kl_constrained_step(policy, torch.zeros_like(grad), autograd_fvp(policy, obs, 0.1), loss_fn, (kl_fn,),
+                              (0.01,), scale_kl=0.01)
+    assert not res.accepted and not res.skipped
 
 
 def _explicit_kl_hessian(policy, obs):

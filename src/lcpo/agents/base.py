@@ -45,7 +45,7 @@ _FLOAT_RANGES: dict[str, tuple] = {
 #: Integer fields are counts (steps, sizes, epochs, ...) and must be >= 1, except these (and any whose
 #: default is 0), for which 0 is meaningful and the minimum is 0.
 _ZERO_OK_COUNTS = frozenset({"train_steps", "train_episode_steps", "max_backtracks", "random_epochs",
-                             "decay_epochs"})
+                             "decay_epochs", "replay_windows"})
 #: Fields whose range the agents using them check themselves, with their own messages (PPO/TRPO ``clip``,
 #: ``max_kl``, ``epochs``; LCPO-P ``kappa``; MBCD ``cusum_h``; Prescient ``train_steps``): only type,
 #: finiteness and integrality are checked here.

@@ -198,7 +198,7 @@ class CLEAR(OnPolicyAgent):
         return {"obs": w["obs"], "actions": w["actions"], "rewards": w["rewards"], "next_obs": w["next_obs"],
                 "terminated": w["terminated"], "truncated": w["truncated"], "mask": m,
                 "gamma": np.where(m, self._gammas[slots], 0.0), "policy_mask": m.copy(),
-                "logp": w["logp"], "logp_all": self._logp_all[slots] * m[..., None, None],
+                "logp": w["logp"], "logp_all": np.where(m[..., None, None], self._logp_all[slots], 0.0),
                 "values": np.where(m, self._values[slots], 0.0).astype(np.float32)}
 
     def _store(self, new: dict[str, np.ndarray]) -> None:
@@ -251,14 +251,17 @@ class CLEAR(OnPolicyAgent):
             pm = torch.from_numpy((m_np & part["policy_mask"]).reshape(-1).astype(np.float32))
             adv_t = torch.from_numpy(adv.reshape(-1).astype(np.float32))
             vs_t = torch.from_numpy(vs.reshape(-1).astype(np.float32))
-            pg_sum = pg_sum + (adv_t * logp * pm).sum()
+            # a replayed action the current policy gives probability 0 (log pi = -inf) has rho = 0, so V-trace's
+            # advantage is 0 and so is its policy-gradient term rho A log pi; masked before the product (no NaN)
+            pg_on = (pm > 0) & torch.isfinite(logp)
+            pg_sum = pg_sum + torch.where(pg_on, adv_t * torch.where(pg_on, logp, 0.0), 0.0).sum()
             v_sum = v_sum + ((v - vs_t).square() * m).sum()
             ent_sum = ent_sum + (CategoricalPolicy.entropy_of(logp_all) * m).sum()
             count += float(m_np.sum())
             if not on_policy:
                 n_r = max(float(m_np.sum()), 1.0)
                 mu = torch.from_numpy(part["logp_all"]).reshape(E * L, *logp_all.shape[1:])
-                kl = (CategoricalPolicy.kl(mu, logp_all) * m).sum() / n_r
+                kl = torch.where(m > 0, CategoricalPolicy.kl(mu, logp_all), 0.0).sum() / n_r  # padding: 0
                 vc = ((v - torch.from_numpy(part["values"]).reshape(-1)).square() * m).sum() / n_r
         count = max(count, 1.0)
         policy, value, entropy = -pg_sum / count, v_sum / count, ent_sum / count

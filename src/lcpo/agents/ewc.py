@@ -1,16 +1,30 @@
 """Online elastic weight consolidation (EWC) on discrete SAC: a task-free continual-learning baseline.
 
-Online EWC (Schwarz et al. 2018, "Progress & Compress", Sec. 2.3; Kirkpatrick et al. 2017) as used by the LCPO
-paper (Hamadanian et al., ICLR 2025, appendix D): without task boundaries, the agent keeps *running averages* of
-the diagonal Fisher information ``F`` and of the parameters ``theta*`` and penalises the actor's drift from them:
+Online EWC (Schwarz et al. 2018, "Progress & Compress: A scalable framework for continual learning", ICML,
+section "online EWC"; Kirkpatrick et al. 2017) as used by the LCPO paper (Hamadanian et al., ICLR 2025,
+appendix D): without task boundaries, every ``fisher_every``-th update is a consolidation, after which the agent
+keeps a decayed running *sum* of the diagonal Fisher information ``F`` and a running average ``theta*`` of the
+parameters, and penalises the actor's drift from ``theta*``:
 
-* after every ``fisher_every``-th update, with ``beta = ewc_beta``:
-  ``F <- beta F + (1 - beta) F_batch`` and ``theta* <- beta theta* + (1 - beta) theta``
-  (``F`` starts at 0, ``theta*`` at the initial parameters);
+* after every ``fisher_every``-th update, with ``gamma = ewc_beta``:
+  ``F <- gamma F + F_batch`` (Schwarz et al.'s online-EWC rule ``F*_i = gamma F*_{i-1} + F_i``: old Fishers are
+  down-weighted by ``gamma`` and the new one enters with weight 1) and
+  ``theta* <- gamma theta* + (1 - gamma) theta`` (``F`` starts at 0, ``theta*`` at the initial parameters);
 * ``F_batch`` is the *empirical* diagonal Fisher of the policy on ``fisher_samples`` replayed transitions: the
   mean over samples of the squared per-sample gradient of ``log pi(a_i | s_i)`` (stored actions), computed with
   ``torch.func.vmap`` over ``torch.func.grad`` (:func:`diagonal_fisher`), never the square of the mean gradient;
 * the actor loss of SAC gains ``ewc_alpha * sum_i F_i (theta_i - theta*_i)^2``.
+
+Where this departs from Schwarz et al., and why:
+
+* their penalty is ``(lambda / 2) ||theta - theta*||^2_{gamma F}``; the constant ``gamma / 2`` is absorbed into
+  ``ewc_alpha`` (``ewc_alpha = lambda gamma / 2``);
+* their anchor ``theta*`` is the parameters at the last consolidation. With a consolidation after every update
+  (no task boundaries) that anchor is the previous update's parameters, so the penalty would only shorten each
+  step and never pull the policy back toward what it was; the anchor here is a running average of the
+  parameters over the Fisher's horizon instead, as in the LCPO authors' implementation (which also averages
+  the Fisher, ``F <- gamma F + (1 - gamma) F_batch``: ``1 - gamma`` times the published ``F``; their
+  ``ewc_alpha`` values correspond to ``(1 - gamma)`` times ours).
 
 Only the actor (the policy, whose forgetting the paper studies) is penalised; the twin critics train as in plain
 SAC and keep tracking the current returns. The penalty's gradient ``2 alpha F (theta - theta*)`` is added to each
@@ -18,8 +32,9 @@ actor parameter's gradient during the actor's backward pass (a tensor hook), so 
 SAC clips, exactly as if it were a term of the actor loss.
 
 Settings: the paper sweeps the penalty weight and the averaging weight per environment (Table 11); the defaults
-here (``ewc_alpha = 1``, ``ewc_beta = 0.99``, Fisher on 64 samples every update) are documented starting points,
-not the paper's tuned values.
+here (``ewc_alpha = 0.01``, ``ewc_beta = 0.99``, Fisher on 64 samples every update; with ``F`` near its steady
+state ``F_batch / (1 - gamma)`` this is the penalty strength of ``ewc_alpha = 1`` on an averaged Fisher) are
+documented starting points, not the paper's tuned values.
 """
 
 from __future__ import annotations
@@ -83,12 +98,13 @@ class EWCHyperparameters(SACHyperparameters):
 
     Attributes:
         ewc_alpha: penalty weight ``alpha`` of ``alpha * sum_i F_i (theta_i - theta*_i)^2`` (>= 0; 0 is SAC).
-        ewc_beta: running-average weight ``beta`` in [0, 1) of the Fisher and of the anchor parameters.
+        ewc_beta: decay ``gamma`` in [0, 1) of online EWC: ``F <- gamma F + F_batch`` (Schwarz et al. 2018) and
+            ``theta* <- gamma theta* + (1 - gamma) theta``.
         fisher_samples: replayed transitions per Fisher estimate (the first ones of the update's minibatch).
         fisher_every: updates between Fisher/anchor updates.
     """
 
-    ewc_alpha: float = 1.0
+    ewc_alpha: float = 0.01
     ewc_beta: float = 0.99
     fisher_samples: int = 64
     fisher_every: int = 1
@@ -158,17 +174,18 @@ class EWC(SAC):
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict:
         """One SAC update with the EWC penalty in the actor's gradient, then (every ``fisher_every`` updates)
-        the running-average Fisher and anchor updates; returns SAC's diagnostics plus ``train/ewc_penalty``."""
+        the consolidation ``F <- gamma F + F_batch``, ``theta* <- gamma theta* + (1 - gamma) theta`` (module
+        docstring); returns SAC's diagnostics plus ``train/ewc_penalty``."""
         hp = self.hp
         diag = super().update(batch)
         if (self.updates + 1) % hp.fisher_every == 0:
             n = min(hp.fisher_samples, batch["obs"].shape[0])
             f_new = self.policy_fisher(batch["obs"][:n], batch["actions"][:n])
-            w = 1.0 - hp.ewc_beta
+            gamma = hp.ewc_beta
             with torch.no_grad():
                 for k, p in self.actor.named_parameters():
-                    self.fisher[k].lerp_(f_new[k], w)
-                    self.anchor[k].lerp_(p, w)
+                    self.fisher[k].mul_(gamma).add_(f_new[k])  # F*_i = gamma F*_{i-1} + F_i (Schwarz et al.)
+                    self.anchor[k].lerp_(p, 1.0 - gamma)
         diag["train/ewc_penalty"] = float(self.penalty())
         return diag
 

@@ -9,7 +9,9 @@ Every rollout of ``rollout_steps`` transitions:
    (:func:`lcpo.optim.kl_constrained_step`): the natural-gradient direction of the surrogate
    ``-mean(A_t pi(a_t|s_t) / pi_old(a_t|s_t)) - alpha H`` under the Fisher of the anchor states (conjugate
    gradient, damping), scaled to ``c_anchor``, then a line search that accepts only if
-   ``KL_anchor <= c_anchor``, ``KL_recent <= c_recent`` and the surrogate improves (else no change);
+   ``KL_anchor <= c_anchor``, ``KL_recent <= c_recent`` and the surrogate improves (else no change); if the
+   anchors' Fisher-vector product is not positive definite or not finite, the policy step is skipped
+   (parameters unchanged, ``train/skipped_update = 1``) and the run goes on;
    without anchors, a plain A2C step;
 4. the rollout's states enter the reservoir (Algorithm 2);
 5. the entropy temperature ``alpha = base * exp(theta_e)`` is tuned toward the target entropy
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lcpo import categorical
 from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters
 from lcpo.envs.context import get_context_spec
 from lcpo.memory.reservoir import ReservoirBuffer
@@ -63,7 +66,8 @@ class LCPOHyperparameters(OnPolicyHyperparameters):
         ood_threshold: sigma^2 for L2 (squared context units), D^2 for Mahalanobis.
         auto_entropy: tune the entropy temperature automatically.
         entropy_base: alpha = entropy_base * exp(theta_e).
-        entropy_target: target entropy per action dimension, as a fraction of ln(bins) (0.1).
+        entropy_target: target entropy per action dimension, as a fraction of ln(bins) (0.1), in ``[0, 1)``:
+            1 (the uniform policy's entropy) is unreachable and refused; above 0.95 a warning.
         entropy_lr: Adam learning rate of theta_e.
     """
 
@@ -90,7 +94,11 @@ class LCPO(OnPolicyAgent):
     Requires an environment that declares its context (``env.unwrapped.context_spec``).
 
     Raises:
-        AttributeError: if the environment declares no context; ValueError for an unknown detector.
+        AttributeError: if the environment declares no context; ValueError for an unknown detector or an
+            ``entropy_target >= 1``.
+
+    Warns:
+        UserWarning: for ``entropy_target > 0.95`` (see :func:`lcpo.categorical.entropy_target_nats`).
 
     Example:
         >>> import gymnasium as gym, lcpo.envs
@@ -111,7 +119,9 @@ class LCPO(OnPolicyAgent):
         self.reservoir = ReservoirBuffer(hp.reservoir_size, self.obs_dim, self.rngs["buffer"])
         self.log_alpha = torch.zeros(1, requires_grad=True)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=hp.entropy_lr)
-        self.target_entropy = hp.entropy_target * math.log(self.action_bins) * self.action_dims
+        # rejects a fraction >= 1 (ln K is unreachable), warns above 0.95 (lcpo.categorical.entropy_target_nats)
+        self.target_entropy = categorical.entropy_target_nats(hp.entropy_target, self.action_bins,
+                                                              self.action_dims, "LCPO")
         self.constrained_updates = 0
         self.accepted_steps = 0
 
@@ -173,14 +183,15 @@ class LCPO(OnPolicyAgent):
             self.accepted_steps += int(res.accepted)
             diag.update({"train/constrained": 1.0, "train/line_search_ok": float(res.accepted),
                          "train/backtracks": float(res.backtracks), "train/kl_anchor": res.kls[1],
-                         "train/kl_recent": res.kls[0], "train/policy_loss": loss.item()})
+                         "train/kl_recent": res.kls[0], "train/policy_loss": loss.item(),
+                         "train/skipped_update": float(res.skipped)})
         else:
             loss = surrogate()
             self.actor_opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.actor.parameters(), hp.max_grad_norm)
             self.actor_opt.step()
-            diag.update({"train/constrained": 0.0, "train/policy_loss": loss.item()})
+            diag.update({"train/constrained": 0.0, "train/policy_loss": loss.item(), "train/skipped_update": 0.0})
 
         self.reservoir.add_batch(recent_np)
 

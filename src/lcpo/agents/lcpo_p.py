@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from lcpo.agents.ppo import PPO, PPOHyperparameters
+from lcpo import categorical
 from lcpo.envs.context import get_context_spec
 from lcpo.memory.reservoir import ReservoirBuffer
 from lcpo.nets import CategoricalPolicy
@@ -41,14 +42,15 @@ def anchor_cross_entropy(logp_old: torch.Tensor, logp_new: torch.Tensor) -> torc
         logp_new: ``(B, D, K)`` log-probabilities of the current policy on the same states.
 
     Returns:
-        Scalar tensor. Its gradient w.r.t. the current policy is zero when ``logp_new == logp_old``.
+        Scalar tensor. Its gradient w.r.t. the current policy is zero when ``logp_new == logp_old``. Choices
+        with ``pi_old = 0`` add nothing (``0 log q = 0``, :func:`lcpo.categorical.cross_entropy`).
 
     Raises:
         ValueError: if the shapes differ.
     """
     if logp_old.shape != logp_new.shape:
         raise ValueError(f"anchor_cross_entropy: shapes differ: {tuple(logp_old.shape)} vs {tuple(logp_new.shape)}")
-    return -(logp_old.exp() * logp_new).sum(dim=(-1, -2)).mean()
+    return categorical.cross_entropy(logp_old, logp_new).mean()
 
 
 _LCPOP_ATTRIBUTES = """

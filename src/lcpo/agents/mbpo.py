@@ -7,7 +7,10 @@ real replay buffer (``model_train_steps`` Adam steps), and ``rollout_batch`` sta
 buffer are rolled out ``rollout_length`` steps with the current policy (sampled actions) through the model (a
 random member per state, plus its residual noise), each predicted transition stored in a second replay buffer
 (the model buffer, ``rollout_batch * rollout_length * model_retain`` transitions, the oldest evicted first).
-Model transitions never terminate (the windy and straggler environments have no terminal states) and use the
+A model transition is terminal when the environment's own termination rule says the predicted next state is
+(``env.unwrapped.termination_fn``, :mod:`lcpo.envs.termination`: the rule the real environment's step uses,
+e.g. WindyHopper's health limits), and a rollout continues only from non-terminal predicted states; an
+environment that declares no rule is treated as never terminating, with a warning. Model transitions use the
 discount ``gamma``. Every SAC gradient step (:class:`lcpo.agents.sac.SAC`) uses a minibatch of which a fraction
 ``real_ratio`` comes from the real buffer and the rest from the model buffer (all real while the model buffer is
 empty).
@@ -17,12 +20,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import torch
 
 from lcpo.agents.models import EnsembleDynamics, one_hot_actions
 from lcpo.agents.sac import SAC, SACHyperparameters
+from lcpo.envs.termination import get_termination_fn, never_terminates
 from lcpo.loop import Transition
 from lcpo.memory.replay import ReplayBuffer
 
@@ -67,6 +73,10 @@ class MBPO(SAC):
 
     Raises:
         ValueError: for invalid hyperparameters (named); TypeError for unsupported spaces.
+
+    Warns:
+        UserWarning: if the environment declares no termination rule (``termination_fn``): model transitions
+            are then stored as non-terminal.
     """
 
     name = "mbpo"
@@ -86,6 +96,12 @@ class MBPO(SAC):
                                       hp.model_hidden, hp.model_lr, seed=self.seed + 2)
         cap = hp.rollout_batch * hp.rollout_length * hp.model_retain
         self.model_replay = ReplayBuffer(cap, (self.obs_dim,), (self.action_dims,), seed=self.rngs["extra"])
+        self.termination_fn = get_termination_fn(env)
+        if self.termination_fn is None:
+            warnings.warn(f"MBPO: environment {getattr(getattr(env, 'spec', None), 'id', None) or env!r} declares no "
+                          "termination_fn(obs) (lcpo.envs.termination); model transitions will never be terminal",
+                          UserWarning, stacklevel=2)
+            self.termination_fn = never_terminates
 
     # -- the model ---------------------------------------------------------------------------------------
     def _sample_actions(self, obs: np.ndarray) -> np.ndarray:
@@ -94,11 +110,26 @@ class MBPO(SAC):
         g = self.rngs["extra"].gumbel(size=logits.shape)
         return (logits + g).argmax(-1)
 
+    def model_terminated(self, next_obs: np.ndarray) -> np.ndarray:
+        """``(B,)`` bool: which predicted next states ``(B, obs_dim)`` are terminal by the environment's rule.
+
+        Raises:
+            TypeError: if the environment's ``termination_fn`` does not return ``B`` flags.
+        """
+        term = np.asarray(self.termination_fn(next_obs))
+        if term.shape != (next_obs.shape[0],):
+            raise TypeError(f"the environment's termination_fn returned shape {term.shape} for observations of "
+                            f"shape {next_obs.shape}; expected ({next_obs.shape[0]},) bools")
+        return term.astype(bool)
+
     def model_round(self) -> dict:
-        """Fit the model on the real buffer, then add ``rollout_batch * rollout_length`` model transitions.
+        """Fit the model on the real buffer, then roll ``rollout_batch`` real states out for up to
+        ``rollout_length`` model steps; each predicted transition is stored with ``terminated`` from the
+        environment's rule (:meth:`model_terminated`), and only non-terminal states are rolled further.
 
         Returns:
-            diagnostics ``train/model_loss`` (standardized MSE) and ``train/model_buffer`` (stored transitions).
+            diagnostics ``train/model_loss`` (standardized MSE), ``train/model_buffer`` (stored transitions) and
+            ``train/model_terminal_fraction`` (fraction of this round's model transitions that were terminal).
         """
         hp, rng = self.hp, self.rngs["extra"]
         real = self.replay.get(self.replay.stored_indices())
@@ -106,15 +137,21 @@ class MBPO(SAC):
         loss = self.model.fit(real["obs"], one_hot_actions(real["actions"], K), real["rewards"],
                               real["next_obs"], hp.model_train_steps, hp.model_batch_size, rng)
         obs = self.replay.sample(hp.rollout_batch)["obs"]
+        stored = terminal = 0
         for _ in range(hp.rollout_length):
             actions = self._sample_actions(obs)
             nxt, rew = self.model.sample(obs, one_hot_actions(actions, K), rng)
             if not (np.isfinite(nxt).all() and np.isfinite(rew).all()):
                 break  # a diverging model never enters the buffer
             n = obs.shape[0]
-            self.model_replay.add_batch(obs, actions, rew, nxt, np.zeros(n, bool), np.zeros(n, bool))
-            obs = nxt
-        return {"train/model_loss": loss, "train/model_buffer": float(self.model_replay.size)}
+            term = self.model_terminated(nxt)
+            self.model_replay.add_batch(obs, actions, rew, nxt, term, np.zeros(n, bool))
+            stored, terminal = stored + n, terminal + int(term.sum())
+            obs = nxt[~term]
+            if obs.shape[0] == 0:
+                break
+        return {"train/model_loss": loss, "train/model_buffer": float(self.model_replay.size),
+                "train/model_terminal_fraction": terminal / stored if stored else 0.0}
 
     def observe(self, tr: Transition) -> dict | None:
         """Store and train as SAC; on the model cadence first run :meth:`model_round`.

@@ -27,7 +27,41 @@ import torch
 from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters
 from lcpo.nets import CategoricalPolicy
 
-__all__ = ["PPO", "PPOHyperparameters", "clipped_surrogate"]
+__all__ = ["PPO", "PPOHyperparameters", "clipped_surrogate", "normalize_advantages"]
+
+
+def normalize_advantages(adv: torch.Tensor, mask: torch.Tensor | None = None, eps: float = 1e-8) -> torch.Tensor:
+    """Standardise advantages with statistics of the steps the policy loss uses: ``(A - mean) / (std + eps)``.
+
+    The mean and the (unbiased) standard deviation are taken over the steps with ``mask > 0`` only; forced steps
+    (``mask = 0``, left out of the loss) neither shift nor scale the others, and come back as 0. With fewer than
+    two loss steps there is no spread to estimate and the advantages are returned unchanged.
+
+    Args:
+        adv: ``(B,)`` float advantages.
+        mask: optional ``(B,)`` 0/1 weights (None: every step is used).
+        eps: added to the standard deviation.
+
+    Returns:
+        ``(B,)`` tensor of ``adv``'s dtype.
+
+    Raises:
+        ValueError: if the shapes differ.
+
+    Example:
+        >>> normalize_advantages(torch.tensor([1.0, 3.0, -100.0, -100.0]), torch.tensor([1.0, 1.0, 0.0, 0.0]))
+        tensor([-0.7071,  0.7071,  0.0000,  0.0000])
+    """
+    if mask is None:
+        mask = torch.ones_like(adv)
+    if mask.shape != adv.shape:
+        raise ValueError(f"normalize_advantages: shapes differ: adv {tuple(adv.shape)}, mask {tuple(mask.shape)}")
+    used = mask > 0
+    n = int(used.sum())
+    if n < 2:
+        return adv
+    a = adv[used]
+    return torch.where(used, (adv - a.mean()) / (a.std() + eps), torch.zeros((), dtype=adv.dtype))
 
 
 def clipped_surrogate(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, clip: float,
@@ -82,7 +116,8 @@ class PPOHyperparameters(OnPolicyHyperparameters):
         minibatch_size: states per Adam step (default: the whole rollout; when smaller, each epoch visits
             the batch in a fresh random order and its last minibatch may be smaller).
         max_kl: early-stop threshold on the mean KL(pi_old || pi) over the batch (nats).
-        normalize_advantages: standardise the batch's advantages (zero mean, unit std) before the epochs.
+        normalize_advantages: standardise the batch's advantages (zero mean, unit std) before the epochs, with
+            the statistics of the steps the loss uses (forced steps excluded; :func:`normalize_advantages`).
         entropy_coef: entropy bonus weight (0: none, as the paper's baselines).
     """
 
@@ -139,8 +174,8 @@ class PPO(OnPolicyAgent):
         hp = self.hp
         b = self._batch()
         obs, actions, adv, mask, ret = b["obs"], b["actions"], b["adv"], b["mask"], b["ret"]
-        if hp.normalize_advantages and adv.numel() > 1:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        if hp.normalize_advantages:
+            adv = normalize_advantages(adv, mask)  # statistics of the loss's (unforced) steps only
         n = obs.shape[0]
         with torch.no_grad():
             logp_old_all = self.actor.log_probs(obs)
@@ -179,7 +214,8 @@ class PPO(OnPolicyAgent):
         with torch.no_grad():
             logp_all = self.actor.log_probs(obs)
             ratio = torch.exp(CategoricalPolicy.log_prob_of(logp_all, actions) - logp_old)
-            clip_frac = float(((ratio - 1.0).abs() > hp.clip).float().mean())
+            clipped = ((ratio - 1.0).abs() > hp.clip).float()
+            clip_frac = float((clipped * mask).sum() / mask.sum().clamp(min=1.0))  # over the loss's steps
             entropy = float(CategoricalPolicy.entropy_of(logp_all).mean())
         diag.update({"train/policy_loss": policy_loss, "train/value_loss": value_loss, "train/kl": kl,
                      "train/iterations": float(steps), "train/early_stop": float(stopped),

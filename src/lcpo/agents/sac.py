@@ -30,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from lcpo import categorical
 from lcpo.agents.offpolicy import (
     OffPolicyAgent,
     factorized_q,
@@ -57,9 +58,10 @@ def finite_log_probs(logits: torch.Tensor) -> torch.Tensor:
 def policy_entropy(logp: torch.Tensor) -> torch.Tensor:
     """``(B,)`` entropy (nats) of a product of categoricals, summed over dimensions, from ``logp (B, D, K)``.
 
-    Terms with probability 0 contribute exactly 0 (``0 * finite = 0``), so the result is finite when ``logp`` is.
+    Terms with probability 0 contribute exactly 0, values and gradients, whether ``logp`` is ``-inf`` there or
+    clamped by :func:`finite_log_probs` (:func:`lcpo.categorical.entropy`).
     """
-    return -(logp.exp() * logp).sum(dim=(-1, -2))
+    return categorical.entropy(logp)
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,8 @@ class SACHyperparameters:
         gradient_steps: gradient steps per update round.
         auto_entropy: tune the temperature automatically (else it stays at ``alpha_init``).
         alpha_init: initial temperature.
-        entropy_target: target entropy per action dimension, as a fraction of ``ln(bins)`` (0.1, Table 11).
+        entropy_target: target entropy per action dimension, as a fraction of ``ln(bins)`` (0.1, Table 11), in
+            ``[0, 1)``: 1 (the uniform policy's entropy) is unreachable and refused; above 0.95 a warning.
         head_reduction: ``"mean"`` or ``"sum"`` of the per-dimension Q-values into the joint Q.
         max_grad_norm: gradient-norm clip of actor and critics.
         normalize_returns: divide minibatch rewards by the running spread of the discounted return,
@@ -122,7 +125,11 @@ class SAC(OffPolicyAgent):
         **overrides: hyperparameter fields to override.
 
     Raises:
-        ValueError: for unknown or invalid hyperparameters (named); TypeError for unsupported spaces.
+        ValueError: for unknown or invalid hyperparameters (named), e.g. ``entropy_target >= 1``; TypeError for
+            unsupported spaces.
+
+    Warns:
+        UserWarning: for ``entropy_target > 0.95`` (see :func:`lcpo.categorical.entropy_target_nats`).
 
     Example:
         >>> import gymnasium as gym, lcpo.envs
@@ -141,8 +148,6 @@ class SAC(OffPolicyAgent):
         reduce_heads(torch.zeros(1, 1), hp.head_reduction)  # validates the name
         if not (math.isfinite(hp.alpha_init) and hp.alpha_init > 0):
             raise ValueError(f"alpha_init must be a finite number > 0, got {hp.alpha_init}")
-        if not (math.isfinite(hp.entropy_target) and hp.entropy_target >= 0):
-            raise ValueError(f"entropy_target must be a finite number >= 0, got {hp.entropy_target}")
         D, K = self.action_dims, self.action_bins
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
@@ -160,7 +165,8 @@ class SAC(OffPolicyAgent):
                                            fused=True)
         self.log_alpha = torch.full((1,), math.log(hp.alpha_init), requires_grad=True)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=hp.alpha_lr)
-        self.target_entropy = hp.entropy_target * math.log(K) * D
+        # rejects a fraction >= 1 (ln K is unreachable), warns above 0.95 (lcpo.categorical.entropy_target_nats)
+        self.target_entropy = categorical.entropy_target_nats(hp.entropy_target, K, D, type(self).__name__)
         self.fast_actor = make_fast_policy(self.actor)
         self._noise = np.zeros((0, D * K), dtype=np.float32)
         self._noise_i = 0

@@ -10,7 +10,9 @@ Every rollout of ``rollout_steps`` transitions (3,200 in the paper, Table 11):
    natural-gradient direction of the surrogate ``-mean(A_t pi(a_t|s_t) / pi_old(a_t|s_t))`` under the damped
    Fisher of the batch itself (conjugate gradient), scaled so the quadratic KL model equals ``max_kl``, then a
    backtracking line search that accepts the first candidate with ``KL_batch <= max_kl`` and an improved
-   surrogate (else the parameters stay bit-identical).
+   surrogate (else the parameters stay bit-identical). If the batch's Fisher-vector product is not positive
+   definite or not finite, the actor's step is skipped (parameters unchanged, ``train/skipped_update = 1``)
+   and the run goes on.
 """
 
 from __future__ import annotations
@@ -131,7 +133,8 @@ class TRPO(OnPolicyAgent):
         diag.update({"train/policy_loss": loss.item(), "train/constrained": 1.0,
                      "train/line_search_ok": float(res.accepted),
                      "train/backtracks": float(res.backtracks), "train/kl": res.kls[0],
-                     "train/improvement": res.improvement, "train/entropy": entropy})
+                     "train/improvement": res.improvement, "train/entropy": entropy,
+                     "train/skipped_update": float(res.skipped)})
         return diag
 
     def state_dict(self) -> dict:

@@ -27,6 +27,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from lcpo.envs.termination import never_terminates
+
 __all__ = ["ContinuingChainEnv", "make_continuing_chain"]
 
 
@@ -49,6 +51,8 @@ class ContinuingChainEnv(gym.Env):
     """
 
     metadata = {"render_modes": []}
+    #: no terminal states: the declared rule of :mod:`lcpo.envs.termination`
+    termination_fn = staticmethod(never_terminates)
 
     def __init__(self, n_states: int = 5, reward: float = 1.0, max_episode_steps: int | None = None,
                  render_mode: str | None = None) -> None:

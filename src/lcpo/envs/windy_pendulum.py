@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 from lcpo.envs.discretize import DiscretizeActions
+from lcpo.envs.termination import never_terminates
 from lcpo.envs.wind import WindProcess
 
 __all__ = ["WindyPendulumEnv", "make_windy_pendulum"]
@@ -55,6 +56,8 @@ class WindyPendulumEnv(gym.Env):
     """
 
     metadata = {"render_modes": []}
+    #: no terminal states (Pendulum-v1 never terminates): the declared rule of :mod:`lcpo.envs.termination`
+    termination_fn = staticmethod(never_terminates)
 
     def __init__(self, trace=None, divisor: float = 1.0, max_episode_steps: int | None = 200,
                  render_mode: str | None = None):

@@ -6,7 +6,13 @@ from typing import Callable
 
 import torch
 
-__all__ = ["conjugate_gradient"]
+__all__ = ["conjugate_gradient", "NotPositiveDefiniteError"]
+
+
+class NotPositiveDefiniteError(ValueError):
+    """Conjugate gradient met a curvature ``p^T A p`` that is not a positive finite number: ``A`` is not
+    positive definite along ``p``, or its product returned NaN/inf. Callers that can go on without the solve
+    (LCPO and TRPO skip that update) catch this; others see a ``ValueError``."""
 
 
 def conjugate_gradient(matvec: Callable[[torch.Tensor], torch.Tensor], b: torch.Tensor, iters: int = 15,
@@ -27,7 +33,9 @@ def conjugate_gradient(matvec: Callable[[torch.Tensor], torch.Tensor], b: torch.
         ``(n,)`` approximate solution, same dtype as ``b``.
 
     Raises:
-        ValueError: if ``b`` is not 1-D, ``iters < 1``, or a non-finite value appears (e.g. ``A`` not SPD).
+        ValueError: if ``b`` is not 1-D or ``iters < 1``.
+        NotPositiveDefiniteError: (a ``ValueError``) if a curvature ``p^T A p`` is not a positive finite number
+            (``A`` not positive definite, or a NaN/inf matrix-vector product).
     """
     if b.dim() != 1:
         raise ValueError(f"conjugate_gradient needs a 1-D right-hand side, got shape {tuple(b.shape)}")
@@ -43,7 +51,8 @@ def conjugate_gradient(matvec: Callable[[torch.Tensor], torch.Tensor], b: torch.
         Ap = matvec(p)
         pAp = torch.dot(p, Ap)
         if not torch.isfinite(pAp) or pAp.item() <= 0:
-            raise ValueError(f"conjugate_gradient: p^T A p = {pAp.item()} (matrix not positive definite?)")
+            raise NotPositiveDefiniteError(
+                f"conjugate_gradient: p^T A p = {pAp.item()} (matrix not positive definite, or a non-finite product)")
         alpha = rr / pAp
         x.add_(alpha * p)
         r.sub_(alpha * Ap)

@@ -9,17 +9,24 @@ states whose policy must barely move (LCPO: the OOD anchor states; TRPO: the bat
    whose surrogate improves (actual improvement > 0 and at least ``accept_ratio`` of the linear prediction)
    and whose KL on every constrained set is within its limit (LCPO: ``KL_anchor <= c_anchor`` and
    ``KL_recent <= c_recent``); if none is accepted, the old parameters are restored bit for bit.
+
+Every KL compared here comes from :func:`lcpo.categorical.kl`, a sum of non-negative terms, so rounding can
+never make a KL negative and slip a step under a limit. If the Fisher-vector product is not positive definite
+or not finite (conjugate gradient meets ``p^T A p <= 0`` or NaN, or ``x^T A x`` of the solution is not a
+positive number), the update is *skipped*: the parameters are left untouched and :attr:`StepResult.skipped` is
+set, so the caller records it and the run goes on.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
 from torch import nn
 
-from lcpo.optim.cg import conjugate_gradient
+from lcpo.optim.cg import NotPositiveDefiniteError, conjugate_gradient
 from lcpo.optim.fisher import flat_params, set_flat_params
 
 __all__ = ["StepResult", "kl_constrained_step"]
@@ -35,6 +42,8 @@ class StepResult:
         kls: the KL of each constrained set at the final parameters (nats, mean over states).
         improvement: decrease of the surrogate loss at the final parameters (0 if rejected).
         expected_improvement: the linear model's predicted decrease for the full step.
+        skipped: no step was tried because the curvature was unusable (the Fisher-vector product not positive
+            definite along a conjugate-gradient direction, or NaN/inf); the parameters are unchanged.
     """
 
     accepted: bool
@@ -42,6 +51,7 @@ class StepResult:
     kls: tuple[float, ...]
     improvement: float
     expected_improvement: float
+    skipped: bool = False
 
 
 def kl_constrained_step(module: nn.Module, grad: torch.Tensor, fvp: Callable[[torch.Tensor], torch.Tensor],
@@ -66,10 +76,12 @@ def kl_constrained_step(module: nn.Module, grad: torch.Tensor, fvp: Callable[[to
         loss_old: the surrogate at the current parameters if the caller has it (saves a forward pass).
 
     Returns:
-        A :class:`StepResult`. On rejection the parameters are bit-identical to the input's.
+        A :class:`StepResult`. On rejection, and when the update is skipped for an unusable Fisher-vector
+        product (``skipped``: CG met non-positive or non-finite curvature), the parameters are bit-identical to
+        the input's. A NaN surrogate or KL never satisfies the acceptance test.
 
     Raises:
-        ValueError: on mismatched ``kl_fns``/``kl_limits``, a non-finite gradient, or CG failure.
+        ValueError: on mismatched ``kl_fns``/``kl_limits`` or a non-finite gradient.
     """
     if len(kl_fns) != len(kl_limits):
         raise ValueError(f"{len(kl_fns)} KL functions for {len(kl_limits)} limits")
@@ -80,10 +92,15 @@ def kl_constrained_step(module: nn.Module, grad: torch.Tensor, fvp: Callable[[to
         with torch.no_grad():
             loss_old = float(loss_fn())
     kls_old = (0.0,) * len(kl_fns)  # KL(pi_old || pi_old): what a rejected step leaves
-    x = conjugate_gradient(fvp, -grad, iters=cg_iters)
+    if not torch.any(grad):
+        return StepResult(False, max_backtracks, kls_old, 0.0, 0.0)  # nothing to improve: no step
+    try:
+        x = conjugate_gradient(fvp, -grad, iters=cg_iters)
+    except NotPositiveDefiniteError:
+        return StepResult(False, max_backtracks, kls_old, 0.0, 0.0, skipped=True)
     shs = float(torch.dot(x, fvp(x)))
-    if not (shs > 0.0) or not torch.all(torch.isfinite(x)):
-        return StepResult(False, max_backtracks, kls_old, 0.0, 0.0)
+    if not (math.isfinite(shs) and shs > 0.0) or not torch.all(torch.isfinite(x)):
+        return StepResult(False, max_backtracks, kls_old, 0.0, 0.0, skipped=True)
     step = x * (2.0 * scale_kl / shs) ** 0.5
     expected = float(-torch.dot(grad, step))
     if not expected > 0.0:

@@ -9,7 +9,9 @@
 * the agent's action space (only the task's own actuators, never the wind motors);
 * the step: wind -> total control (subclass :meth:`~WindyMujocoEnv.total_control`) -> the Gymnasium task's
   own ``step`` on the total control -> reward with the agent's own control cost
-  (subclass :meth:`~WindyMujocoEnv.agent_reward`) -> truncation after ``max_episode_steps``;
+  (subclass :meth:`~WindyMujocoEnv.agent_reward`) -> termination by the environment's declared rule
+  (:meth:`~WindyMujocoEnv.termination_fn`, :mod:`lcpo.envs.termination`) -> truncation after
+  ``max_episode_steps``;
 * ``info["context"]`` (the wind applied this step), ``context_spec`` and ``get_state``/``set_state``.
 
 :func:`make_windy` resolves the trace id and divisor and wraps the environment in
@@ -30,6 +32,7 @@ from gymnasium.utils import EzPickle
 from lcpo.contexts.trace import ContextTrace
 from lcpo.envs.discretize import DiscretizeActions
 from lcpo.envs.mujoco import ENV_INFO, WIND_LAGS, WindyEnvInfo
+from lcpo.envs.termination import never_terminates
 from lcpo.envs.wind import WindProcess
 
 __all__ = ["SPEC_LENGTH", "HingeMotor", "add_hinge_motors", "WindyMujocoEnv", "make_windy", "env_info"]
@@ -189,6 +192,19 @@ class WindyMujocoEnv:
         """
         return reward
 
+    def termination_fn(self, obs) -> np.ndarray:
+        """The termination rule: observations ``(..., obs_dim)`` -> ``(...)`` bool (:mod:`lcpo.envs.termination`).
+
+        :meth:`step` computes ``terminated`` with it, and MBPO's model rollouts use it. The default never
+        terminates (Reacher); the tasks with terminal states override it with the Gymnasium task's rule.
+        """
+        return never_terminates(obs)
+
+    def termination_input(self, base_obs: np.ndarray) -> np.ndarray:
+        """What :meth:`step` passes to :meth:`termination_fn`: the task's ``float64`` base observation of the
+        state reached (subclasses whose observation clips entries the rule reads pass them unclipped)."""
+        return base_obs
+
     # ----------------------------------------------------------- Gymnasium
     def step(self, action):
         """One step: advance the wind, apply agent action plus wind, run the task's dynamics and reward.
@@ -215,7 +231,9 @@ class WindyMujocoEnv:
             raise ValueError(f"{self.info.env_id}: non-finite action {action!r}")
         wind = self.wind.advance().copy()
         ctrl = np.minimum(np.maximum(self.total_control(a, wind, self.data.qpos), self._ctrl_low), self._ctrl_high)
-        base_obs, reward, terminated, _, info = super().step(ctrl)
+        base_obs, reward, _, _, info = super().step(ctrl)
+        # the environment's declared rule (also used by model rollouts), not the task's own flag
+        terminated = bool(self.termination_fn(self.termination_input(base_obs)))
         # the control cost is computed in the action's own float dtype, as the Gymnasium task does
         reward = float(self.agent_reward(reward, given, ctrl, info))
         self.elapsed_steps += 1

@@ -7,7 +7,8 @@ actuator order of Hopper-v4 (thigh, leg, foot), and the totals are clamped to th
 upright reset pose (all angles ~0) only the foot torque changes, by ``w_x - w_y``. The reward is Hopper-v4's
 with the control cost of the agent's own action, ``forward + healthy - 1e-3 |a|^2`` (equal to the spec's
 ``reward(a + wind) + 1e-3 (|a + wind|^2 - |a|^2)``). Observation: the task's 11 entries then the 6 wind
-lags (17). Truncation: 200 steps.
+lags (17). Truncation: 200 steps. Termination: Hopper-v4's "unhealthy" rule, declared once as
+:meth:`WindyHopperEnv.termination_fn` (used by the environment's step and by model rollouts).
 """
 
 from __future__ import annotations
@@ -56,6 +57,34 @@ class WindyHopperEnv(WindyMujocoEnv, HopperEnv):
     def agent_reward(self, reward, action, ctrl, info):
         """``forward_reward + healthy_reward - ctrl_cost_weight * |a|^2`` with ``a`` the agent's action."""
         return (self._forward_reward_weight * info["x_velocity"] + self.healthy_reward) - self.control_cost(action)
+
+    def termination_fn(self, obs) -> np.ndarray:
+        """Hopper-v4's rule (``terminated = not is_healthy``): terminal unless the torso height ``z = obs[0]`` is in
+        ``healthy_z_range`` (0.7, inf), the torso angle ``obs[1]`` in ``healthy_angle_range`` (-0.2, 0.2), and
+        every entry of ``obs[1:11]`` (the joint angles and the velocities) in ``healthy_state_range``
+        (-100, 100), all bounds exclusive; NaN is terminal; never terminal if the task was made with
+        ``terminate_when_unhealthy=False``.
+
+        Args:
+            obs: ``(..., >= 11)`` observations (the task's 11 entries first; the wind lags are not read).
+
+        Returns:
+            ``(...)`` bool.
+        """
+        obs = np.asarray(obs)
+        if not self._terminate_when_unhealthy:
+            return np.zeros(obs.shape[:-1], dtype=bool)
+        z, angle, state = obs[..., 0], obs[..., 1], obs[..., 1:11]
+        (lo_s, hi_s), (lo_z, hi_z), (lo_a, hi_a) = (self._healthy_state_range, self._healthy_z_range,
+                                                    self._healthy_angle_range)
+        healthy = (np.all((lo_s < state) & (state < hi_s), axis=-1) & (lo_z < z) & (z < hi_z)
+                   & (lo_a < angle) & (angle < hi_a))
+        return ~healthy
+
+    def termination_input(self, base_obs):
+        """The observation layout with the velocities unclipped (Hopper-v4 clips them to +-10 in the observation
+        but checks the health rule on the raw state, so the real step passes ``[qpos[1:], qvel]``)."""
+        return np.concatenate([self.data.qpos[1:], self.data.qvel])
 
 
 def make_windy_hopper(trace=None, trace_id: int | None = None, divisor: float | None = None, bins: int = 15,

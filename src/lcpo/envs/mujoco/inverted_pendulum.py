@@ -34,6 +34,21 @@ class WindyInvertedPendulumEnv(WindyMujocoEnv, InvertedPendulumEnv):
         q = qpos[1]
         return np.array([action[0] + wx, wx * np.cos(q) + wy * np.sin(q)])
 
+    @staticmethod
+    def termination_fn(obs) -> np.ndarray:
+        """InvertedPendulum-v4's rule: terminal when the hinge angle ``|q| = |obs[1]| > 0.2`` rad or an entry of the
+        task's observation ``obs[:4]`` (``x, q, x_dot, q_dot``) is not finite.
+
+        Args:
+            obs: ``(..., >= 4)`` observations (the wind lags are not read).
+
+        Returns:
+            ``(...)`` bool.
+        """
+        obs = np.asarray(obs)
+        base = obs[..., :4]
+        return ~np.all(np.isfinite(base), axis=-1) | (np.abs(obs[..., 1]) > 0.2)
+
 
 def make_windy_inverted_pendulum(trace=None, trace_id: int | None = None, divisor: float | None = None,
                                  bins: int = 15, time_limit: int | None = 200, **kwargs):

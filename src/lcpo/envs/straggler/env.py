@@ -63,6 +63,7 @@ from lcpo.envs.straggler.sim import (
     percentile95,
 )
 from lcpo.envs.straggler.workloads import Workload, resolve_workload
+from lcpo.envs.termination import never_terminates
 
 __all__ = ["METRIC_DRAIN_STEPS", "StragglerMitigationEnv", "make_straggler_env", "obs_names"]
 
@@ -178,6 +179,8 @@ class StragglerMitigationEnv(gym.Env):
     """
 
     metadata = {"render_modes": []}
+    #: no terminal states: the declared rule of :mod:`lcpo.envs.termination`
+    termination_fn = staticmethod(never_terminates)
     #: network kind agents use when their ``network`` hyperparameter is ``"auto"`` (:data:`lcpo.nets.NETWORKS`)
     default_network = "perm-invariant"
 
