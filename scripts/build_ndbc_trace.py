@@ -7,8 +7,10 @@ Usage::
 Reads ``46002c2016.txt`` (default: ``/work/shared/data/ndbc_46002_cwind_2016/46002c2016.txt``), checks its
 sha256, converts each 10-minute record to ``(minutes since the first record, u * scale, v * scale)`` with
 ``u = -WSPD sin(WDIR)``, ``v = -WSPD cos(WDIR)``, ``scale = 4 / max(|u|, |v|)``
-(:func:`lcpo.contexts.canonical.build_ndbc_records`), and writes the ``(N, 3)`` float32 array atomically.
-The per-step resampling happens at load time (:func:`lcpo.contexts.canonical.ndbc_46002`).
+(:func:`lcpo.contexts.importers.ndbc_records`, the conversion ``lcpo traces import ndbc`` uses, here strict:
+a missing value is an error), prints the import report, and writes the ``(N, 3)`` float32 array atomically.
+The per-step resampling happens at load time (:func:`lcpo.contexts.canonical.ndbc_46002`, with
+:func:`lcpo.contexts.importers.resample`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lcpo.contexts.canonical import NDBC_46002_SOURCE_SHA256, build_ndbc_records
+from lcpo.contexts.canonical import NDBC_46002_SOURCE_SHA256
+from lcpo.contexts.importers import ndbc_records
 
 DEFAULT_SOURCE = Path("/work/shared/data/ndbc_46002_cwind_2016/46002c2016.txt")
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "src" / "lcpo" / "data" / "ndbc_46002_wind.npy"
@@ -40,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.source}: sha256 {digest} differs from the documented {NDBC_46002_SOURCE_SHA256}; "
               "use --force to build anyway (and update PROVENANCE.md)", file=sys.stderr)
         return 1
-    records = build_ndbc_records(args.source)
+    records, report = ndbc_records(args.source, missing="error")
+    print("\n".join(report.lines()[:5]))
     fd, tmp = tempfile.mkstemp(prefix=".ndbc.", suffix=".npy", dir=args.out.parent)
     with os.fdopen(fd, "wb") as handle:
         np.save(handle, records, allow_pickle=False)

@@ -22,7 +22,11 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 __all__ = ["Transition", "ResetOnEnd", "ResetAfterSteps", "NeverReset", "parse_reset", "OnlineLoop",
-           "EPISODE_COLUMNS"]
+           "EPISODE_COLUMNS", "SEGMENT_STEPS"]
+
+#: Steps per recorded row of a continuing run (:class:`NeverReset`): its lifelong return is the mean return of
+#: these windows.
+SEGMENT_STEPS = 200
 
 
 class Transition(NamedTuple):
@@ -142,7 +146,7 @@ class OnlineLoop:
 
     def __init__(self, env, agent, reset_condition=None, seed: int = 0,
                  on_episode: Callable | None = None, on_update: Callable | None = None,
-                 segment_steps: int = 200):
+                 segment_steps: int = SEGMENT_STEPS):
         self.env, self.agent = env, agent
         self.reset_condition = parse_reset(reset_condition)
         self.never = isinstance(self.reset_condition, NeverReset)

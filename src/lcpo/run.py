@@ -25,6 +25,7 @@ import torch
 from lcpo.agents import AGENTS
 from lcpo.checkpoint import atomic_write_json, load_state, save_state
 from lcpo.envs.registration import make_env
+from lcpo.envs.task import return_unit
 from lcpo.loop import OnlineLoop, parse_reset
 from lcpo.runlog import RunLog, lifelong_return
 from lcpo.threads import limit_threads
@@ -81,6 +82,9 @@ class RunConfig:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         if self.diagnostics_every < 1:
             raise ValueError(f"diagnostics_every must be >= 1, got {self.diagnostics_every}")
+        if self.warmup_steps >= self.steps:
+            raise ValueError(f"warmup_steps ({self.warmup_steps}) must be smaller than steps ({self.steps}): no "
+                             "episode could end after the warm-up, and the lifelong return would be n/a")
         if not isinstance(self.reset, str):
             raise ValueError(f"reset must be a string (end | every:N | never), got {self.reset!r}")
         parse_reset(self.reset)
@@ -112,15 +116,11 @@ class RunConfig:
 
 
 def make_run_env(config: RunConfig):
-    """Create the configured environment, resolving the trace for wind environments."""
-    kwargs = dict(config.env_kwargs)
-    if "Windy" in config.env:
-        from lcpo.contexts import DEFAULT_TRACE, resolve_trace
+    """Create the configured environment, passing the trace as :func:`lcpo.envs.preflight.run_env_kwargs`
+    says (resolved for the windy and the user's environments)."""
+    from lcpo.envs.preflight import run_env_kwargs
 
-        kwargs["trace"] = resolve_trace(config.trace or DEFAULT_TRACE, length=config.trace_length)
-    elif config.trace is not None:
-        kwargs["trace"] = config.trace
-    return make_env(config.env, **kwargs)
+    return make_env(config.env, **run_env_kwargs(config.env, config.trace, config.trace_length, config.env_kwargs))
 
 
 def _run_with_checkpoints(loop: OnlineLoop, target: int, config: RunConfig, checkpoint) -> None:
@@ -148,6 +148,22 @@ def _env_metrics(env) -> dict:
     environment's p95 latency over 5-minute buckets; empty if the environment defines none."""
     fn = getattr(env.unwrapped, "run_metrics", None)
     return dict(fn()) if callable(fn) else {}
+
+
+def _trace_info(env) -> dict | None:
+    """The trace the environment runs on: ``{"name", "length", "unit"}`` from ``env.unwrapped.wind.trace`` (windy
+    environments), ``.trace`` (a :class:`~lcpo.contexts.ContextTrace`: grid world, users' environments) or
+    ``.workload`` (straggler: requests); None if the environment exposes none."""
+    base = env.unwrapped
+    for holder, attr in ((getattr(base, "wind", None), "trace"), (base, "trace")):
+        trace = getattr(holder, attr, None) if holder is not None else None
+        if trace is not None and hasattr(trace, "name") and hasattr(trace, "values"):
+            return {"name": str(trace.name), "length": len(trace), "unit": "steps"}
+    workload = getattr(base, "workload", None)
+    if workload is not None and hasattr(workload, "name"):
+        n = getattr(workload, "metadata", {}).get("num_requests")
+        return {"name": str(workload.name), "length": None if n is None else int(n), "unit": "requests"}
+    return None
 
 
 def _context_names(env) -> tuple[str, ...]:
@@ -280,6 +296,8 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
                                         / max(1.0, log.totals.get("train/constrained", 0.0))),
         "ood_fraction": log.mean("ood/fraction"),
         "env_metrics": _env_metrics(env),
+        "trace": _trace_info(env),
+        "return_unit": return_unit(config.reset),
         "versions": _versions(),
         "config": config.to_dict(),
         "hyperparameters": dataclasses.asdict(agent.hp),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from lcpo.agents import AGENTS
 from lcpo.cli.info import doc_summary
 from lcpo.cli.main import main
@@ -34,3 +36,31 @@ def test_doc_summary_first_sentence_markup_and_word_boundary():
     cut = doc_summary(Long, width=20)
     assert cut == "Alpha beta gamma\u2026" and len(cut) <= 20
 
+
+
+def test_static_summaries_are_the_docstrings_first_sentences():
+    from lcpo.agents import SUMMARIES
+
+    assert set(SUMMARIES) == set(AGENTS)
+    for name in AGENTS:
+        assert SUMMARIES[name] == doc_summary(AGENTS[name]), name
+
+
+def test_agents_show_prints_no_raw_markup(capsys):
+    for name in sorted(AGENTS):
+        assert main(["agents", "show", name]) == 0
+        out = capsys.readouterr().out
+        assert "``" not in out and not re.search(r":\w+:`", out), name
+    main(["agents", "show", "lcpo"])
+    out = capsys.readouterr().out
+    assert '"auto" (the environment\'s default_network, else "mlp")' in out  # markup gone, words kept
+
+
+def test_envs_list_shows_each_kind(capsys):
+    assert main(["envs", "list"]) == 0
+    out = capsys.readouterr().out
+    block = out.split("lcpo/StragglerMitigation-v0\n", 1)[1].split("\nlcpo/", 1)[0]
+    assert "continuing (default --reset never" in block
+    block = out.split("lcpo/WindyPendulum-v0\n", 1)[1].split("\nlcpo/", 1)[0]
+    assert "episodic (default --reset end)" in block and "MultiDiscrete([15])" in block
+    assert "--env MODULE:ID or MODULE:CLASS" in out

@@ -15,12 +15,16 @@ from lcpo.contexts import TRACE_NAMES, load_trace, resolve_trace, save_trace
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def test_list_prints_every_name_with_description(capsys):
+def test_list_prints_every_trace_and_straggler_workload_with_description(capsys):
+    from lcpo.envs.straggler.workloads import WORKLOAD_NAMES
+
     assert cli.main(["list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(TRACE_NAMES)
-    for line, (name, description) in zip(lines, TRACE_NAMES.items()):
+    assert lines[0].startswith("context traces") and lines[len(TRACE_NAMES) + 1].startswith("straggler workloads")
+    assert len(lines) == len(TRACE_NAMES) + len(WORKLOAD_NAMES) + 2
+    for line, (name, description) in zip(lines[1:], TRACE_NAMES.items()):
         assert line.split()[0] == name and line.endswith(description)
+    assert [line.split()[0] for line in lines[len(TRACE_NAMES) + 2:]] == list(WORKLOAD_NAMES)
 
 
 @pytest.mark.parametrize("suffix", [".npy", ".csv"])

@@ -67,6 +67,24 @@ def test_table_values_marking_prescient_and_ranks(tmp_path):
     assert (tmp_path / "normalized_return_cdf.png").stat().st_size > 0
 
 
+def test_no_cdf_for_two_schemes_whose_intervals_overlap(tmp_path):
+    cells = {("wind-1", "lcpo"): [-100.0, -80.0, -120.0], ("wind-1", "a2c"): [-101.0, -81.0, -119.0]}
+    md = write_report(make_runs(cells), pd.DataFrame(columns=["run_id", "episode", "step", "return"]),
+                      tmp_path).read_text()
+    norm = pd.read_csv(tmp_path / "normalized_return.csv").set_index("scheme")["normalized"]
+    assert (norm["lcpo"], norm["a2c"]) == (1.0, 0.0)  # what min-max does to two overlapping schemes
+    assert not (tmp_path / "normalized_return_cdf.png").exists()
+    assert "No CDF figure: with 2 online scheme(s)" in md and "intervals overlap" in md
+
+
+def test_cdf_drawn_with_three_schemes_and_names_its_caveat(tmp_path):
+    cells = {("wind-1", s): [v, v + 1.0, v - 1.0] for s, v in (("lcpo", -100.0), ("a2c", -150.0), ("trpo", -120.0))}
+    md = write_report(make_runs(cells), pd.DataFrame(columns=["run_id", "episode", "step", "return"]),
+                      tmp_path).read_text()
+    assert (tmp_path / "normalized_return_cdf.png").stat().st_size > 1000
+    assert "![normalized return CDF]" in md and "seed means only" in md
+
+
 def test_ablation_tables_for_varied_hyperparameters(tmp_path):
     cells = {("wind-1", f"lcpo[reservoir_size={r}]"): [float(r), r + 1.0, r - 1.0] for r in (100, 1000, 10000)}
     cells[("wind-1", "a2c")] = [0.0, 1.0, 2.0]
@@ -102,13 +120,15 @@ def test_smoke_sweep_then_report_with_the_real_executor(tmp_path):
     runs = pd.read_parquet(runs_dir / "results.parquet")
     assert len(runs) == 8 and (runs["status"] == "done").all() and runs["lifelong_return"].notna().all()
     assert (runs["steps_done"] == 2000).all()
+    before = {p: p.stat().st_mtime_ns for p in runs_dir.rglob("*")}
     assert report_cli.main([str(runs_dir), "--out", str(rep)]) == 0
+    assert {p: p.stat().st_mtime_ns for p in runs_dir.rglob("*")} == before  # writes only into --out
+    assert len(pd.read_parquet(rep / "results.parquet")) == 8
     md = (rep / "report.md").read_text()
     assert "## Lifelong return" in md and "## LCPO's rank" in md
     table = pd.read_csv(rep / "lifelong_return.csv")
     assert set(table["trace"]) == {"wind-1", "wind-3"} and (table["n"] == 2).all()
-    for name in ("normalized_return_cdf.png", "timeseries_WindyPendulum-v0_wind-1.png",
-                 "timeseries_WindyPendulum-v0_wind-3.png"):
+    for name in ("timeseries_WindyPendulum-v0_wind-1.png", "timeseries_WindyPendulum-v0_wind-3.png"):
         assert (rep / name).stat().st_size > 1000
 
 

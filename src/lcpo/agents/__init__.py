@@ -1,7 +1,9 @@
 """Agents sharing the ``act / observe / learn / save / load`` contract.
 
 :data:`AGENTS` maps CLI names to classes. Entries are ``"module:Class"`` strings imported on first use, so each
-algorithm lives in its own module and a name is listed only once its module exists.
+algorithm lives in its own module, a name is listed only once its module exists, and listing the names (or
+:data:`SUMMARIES`, their one-line descriptions) imports neither PyTorch nor any algorithm: ``lcpo agents list``
+answers at once. ``from lcpo.agents import LCPO`` imports the class (and PyTorch) on first access.
 """
 
 from __future__ import annotations
@@ -9,10 +11,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Mapping
-
-from lcpo.agents.a2c import A2C, A2CHyperparameters
-from lcpo.agents.base import Agent, OnPolicyAgent
-from lcpo.agents.lcpo import LCPO, LCPOHyperparameters
 
 _ENTRIES: dict[str, str] = {
     "a2c": "lcpo.agents.a2c:A2C",
@@ -34,6 +32,42 @@ _ENTRIES: dict[str, str] = {
     "bfdqn": "lcpo.agents.bfdqn:BennaFusiDQN",
     "mbcd": "lcpo.agents.mbcd:MBCD",
     "mbpo": "lcpo.agents.mbpo:MBPO",
+}
+
+#: agent name -> one-line summary (the first sentence of the class docstring, as
+#: :func:`lcpo.cli.info.doc_summary` renders it; ``tests/cli/test_info_cli.py`` checks that they agree), kept
+#: here so that listing agents imports no algorithm.
+SUMMARIES: dict[str, str] = {
+    "a2c": "Online A2C with a product-of-categoricals actor.",
+    "lcpo": "Online LCPO agent.",
+    "tabular-a2c": "A2C with a logit table and a value table, one row per discrete state.",
+    "trpo": "Online single-path TRPO with a product-of-categoricals actor.",
+    "ppo": "Online PPO-Clip with a product-of-categoricals actor.",
+    "lcpo-p": "Online LCPO-P agent.",
+    "ddqn": "Online Double DQN with per-dimension Q-heads and epsilon-greedy exploration.",
+    "sac": "Online discrete soft actor-critic with twin factorized critics.",
+    "prescient-a2c": "Prescient A2C (lcpo.agents.a2c.A2C trained offline on the whole trace).",
+    "prescient-trpo": "Prescient TRPO (lcpo.agents.trpo.TRPO trained offline on the whole trace).",
+    "prescient-ddqn": "Prescient Double DQN (lcpo.agents.ddqn.DDQN trained offline on the whole trace; imported on "
+                      "first use).",
+    "prescient-sac": "Prescient discrete SAC (lcpo.agents.sac.SAC trained offline on the whole trace; imported on "
+                     "first use).",
+    "ewc": "Online EWC on discrete SAC.",
+    "ogd": "Sliding OGD on discrete SAC.",
+    "clear": "CLEAR on the shared actor-critic networks.",
+    "ptdqn": "Double DQN on the sum of a permanent and a transient Q-network.",
+    "bfdqn": "Double DQN with Benna-Fusi synaptic consolidation of the online Q-network's weights after every "
+             "optimizer step.",
+    "mbcd": "One SAC agent and one dynamics model per detected task, switched by CUSUM change detection.",
+    "mbpo": "Discrete SAC trained on real transitions and short model rollouts from real states.",
+}
+
+#: Other public names of this package, imported on first access: name -> "module:attribute".
+_LAZY: dict[str, str] = {
+    "Agent": "lcpo.agents.base:Agent",
+    "OnPolicyAgent": "lcpo.agents.base:OnPolicyAgent",
+    "A2CHyperparameters": "lcpo.agents.a2c:A2CHyperparameters",
+    "LCPOHyperparameters": "lcpo.agents.lcpo:LCPOHyperparameters",
 }
 
 
@@ -73,11 +107,20 @@ AGENTS = AgentRegistry(_ENTRIES)
 
 
 def __getattr__(name: str):
-    """``from lcpo.agents import TRPO`` etc.: classes of the registry, imported on first access."""
+    """``from lcpo.agents import TRPO`` etc.: classes of the registry (and :data:`_LAZY`), imported on first
+    access."""
+    if name in _LAZY:
+        module, attr = _LAZY[name].split(":")
+        return getattr(importlib.import_module(module), attr)
     for key, entry in _ENTRIES.items():
         if entry.split(":")[1] == name and key in AGENTS:
             return AGENTS[key]
     raise AttributeError(f"module 'lcpo.agents' has no attribute {name!r}")
 
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY) | {e.split(":")[1] for e in _ENTRIES.values()})
+
+
 __all__ = ["A2C", "A2CHyperparameters", "Agent", "OnPolicyAgent", "LCPO", "LCPOHyperparameters", "AGENTS",
-           "AgentRegistry"]
+           "AgentRegistry", "SUMMARIES"]

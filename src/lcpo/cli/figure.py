@@ -30,9 +30,8 @@ def _scale(text: str) -> float:
 
 
 def add_parser(subparsers) -> None:
-    """Add ``lcpo figure`` (with the ``gridworld`` figure) to the ``lcpo`` command's subparsers."""
-    from lcpo.gridworld_experiment import default_workers
-
+    """Add ``lcpo figure`` (with the ``gridworld`` figure) to the ``lcpo`` command's subparsers (imports nothing
+    heavy: the experiment module is imported when the figure runs)."""
     p = subparsers.add_parser("figure", help="reproduce a figure of the paper",
                               description="Reproduce a figure of the paper (PNG + the numbers as CSV).")
     sub = p.add_subparsers(dest="figure", metavar="FIGURE")
@@ -44,7 +43,7 @@ def add_parser(subparsers) -> None:
     g.add_argument("--scale", type=_scale, default=1.0,
                    help="multiply the three phase lengths by F in (0, 1] (default 1: the paper's 20K epochs)")
     g.add_argument("--seeds", type=positive_int, default=4, help="seeds per agent (default 4)")
-    g.add_argument("--workers", type=positive_int, default=default_workers(),
+    g.add_argument("--workers", type=positive_int, default=None,
                    help="worker processes (default: available CPUs, at most 4)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.set_defaults(func=run_gridworld)
@@ -57,7 +56,7 @@ def run_gridworld(args: argparse.Namespace) -> int:
     Returns:
         0 (errors raise ValueError, reported by :func:`lcpo.cli.main.main`).
     """
-    from lcpo.gridworld_experiment import acceptance, plot_gridworld, run_experiment
+    from lcpo.gridworld_experiment import acceptance, default_workers, plot_gridworld, run_experiment
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -68,7 +67,8 @@ def run_gridworld(args: argparse.Namespace) -> int:
         def progress(it, total):
             return tqdm(it, total=total, desc="grid world runs", unit="run")
 
-    df = run_experiment(scale=args.scale, seeds=args.seeds, workers=args.workers, progress=progress)
+    workers = args.workers if args.workers is not None else default_workers()
+    df = run_experiment(scale=args.scale, seeds=args.seeds, workers=workers, progress=progress)
     df.to_csv(out / "gridworld.csv", index=False)
     png = plot_gridworld(df, out / "gridworld.png")
     acc = acceptance(df)

@@ -1,4 +1,8 @@
-"""``lcpo envs list`` and ``lcpo agents list|show``: what the library offers, with context and settings."""
+"""``lcpo envs list`` and ``lcpo agents list|show``: what the library offers, with context and settings.
+
+``envs list`` and ``agents list`` print static tables (:data:`lcpo.catalog.ENVS`, :data:`lcpo.agents.SUMMARIES`)
+and import no environment, no agent and no PyTorch; ``agents show`` imports the one agent it describes.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import inspect
 import json
 import re
 
-__all__ = ["add_parsers", "doc_summary", "hyperparameter_docs"]
+__all__ = ["add_parsers", "doc_summary", "hyperparameter_docs", "plain_text"]
 
 
 def hyperparameter_docs(cls) -> dict[str, str]:
@@ -40,27 +44,32 @@ def _attribute_docs(doc: str) -> dict[str, str]:
 
 
 def _envs_list(args) -> int:
-    from lcpo.envs.registration import ENV_IDS, make_env
+    from lcpo.catalog import ENVS
 
-    for env_id in ENV_IDS:
-        try:
-            env = make_env(env_id)
-            spec = getattr(env.unwrapped, "context_spec", None)
-            ctx = "none" if spec is None else ", ".join(spec.names)
-            print(f"{env_id}\n    observation {env.observation_space.shape}, action {env.action_space}\n"
-                  f"    context: {ctx}")
-            env.close()
-        except Exception as exc:  # an environment whose optional parts are missing still gets listed
-            print(f"{env_id}\n    unavailable: {type(exc).__name__}: {exc}")
+    for env_id, info in ENVS.items():
+        kind = ("continuing (default --reset never; lifelong return per 200-step window)" if info.continuing
+                else "episodic (default --reset end)")
+        ctx = ", ".join(info.context) if info.context else "none"
+        print(f"{env_id}\n    {info.summary}\n    {kind}; observation {info.observation}, action {info.action}\n"
+              f"    context: {ctx}")
+    print("\nThe windy environments become continuing with --env-arg continuing=true. Your own environment: "
+          "--env MODULE:ID or MODULE:CLASS (docs/bring-your-own.md).")
     return 0
 
 
 def _agents_list(args) -> int:
-    from lcpo.agents import AGENTS
+    from lcpo.agents import AGENTS, SUMMARIES
 
-    for name, cls in sorted(AGENTS.items()):
-        print(f"{name:<16} {doc_summary(cls)}")
+    for name in sorted(AGENTS):
+        print(f"{name:<16} {SUMMARIES.get(name, '')}")
     return 0
+
+
+def plain_text(text: str) -> str:
+    """Docstring text without reST markup: ``:class:`~a.B``` -> ``a.B``, double backquotes dropped, spaces
+    collapsed (for terminal output)."""
+    text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text).replace("``", "")
+    return " ".join(text.split())
 
 
 def doc_summary(obj, width: int = 120) -> str:
@@ -68,8 +77,7 @@ def doc_summary(obj, width: int = 120) -> str:
     reST markup (``:class:`x```, double backquotes) and "(see module docstring)" removed, cut at a word boundary
     with an ellipsis if longer than ``width`` characters ("" without a docstring)."""
     doc = inspect.getdoc(obj) or ""
-    text = " ".join(doc.split("\n\n", 1)[0].split())
-    text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text).replace("``", "")
+    text = plain_text(doc.split("\n\n", 1)[0])
     text = re.sub(r"\s*\(see (the )?module docstring\)", "", text)
     match = re.match(r"(.+?[.!?])(\s|$)", text)
     sentence = match.group(1) if match else text
@@ -86,7 +94,7 @@ def _agents_show(args) -> int:
     cls = AGENTS[args.name].Hyperparameters
     docs = hyperparameter_docs(cls)
     for f in dataclasses.fields(cls):
-        print(f"{f.name} = {json.dumps(getattr(cls(), f.name))}\n    {docs.get(f.name, '')}")
+        print(f"{f.name} = {json.dumps(getattr(cls(), f.name))}\n    {plain_text(docs.get(f.name, ''))}")
     return 0
 
 

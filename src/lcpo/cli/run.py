@@ -9,11 +9,11 @@ from pathlib import Path
 
 from lcpo.agents import AGENTS
 from lcpo.cli.argtypes import nonneg_int, positive_int
-from lcpo.contexts import DEFAULT_TRACE
+from lcpo.catalog import DEFAULT_TRACE
 
 __all__ = ["add_parser", "cmd_run", "parse_assignments", "DEFAULT_STEPS"]
 
-#: Steps of the bundled default run (`lcpo run` with no arguments): a few minutes on 2 cores.
+#: Steps of the bundled default run (`lcpo run` with no arguments): about 2 minutes on 2 busy cores.
 DEFAULT_STEPS = 1_000_000
 
 
@@ -40,12 +40,18 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "run", help="run agents online on an environment driven by a context trace",
         description="Run one or more agents online (each interaction experienced once) and report their "
-                    "lifelong return (mean episodic return over the run). With no arguments: LCPO on the "
-                    f"windy Pendulum over the bundled real wind trace ({DEFAULT_TRACE}), {DEFAULT_STEPS:,} steps.")
-    p.add_argument("--env", default="lcpo/WindyPendulum-v0", help="environment id (see `lcpo envs list`)")
+                    "lifelong return (mean episodic return over the run; for a continuing environment, the mean "
+                    "return per 200-step window). With no arguments: LCPO on the windy Pendulum over the bundled "
+                    f"real wind trace ({DEFAULT_TRACE}), {DEFAULT_STEPS:,} steps.")
+    p.add_argument("--env", default="lcpo/WindyPendulum-v0", metavar="ENV",
+                   help="environment: an lcpo id (see `lcpo envs list`), a Gymnasium id, or your own as "
+                        "MODULE:ID (MODULE registers ID when imported, as in gymnasium.make) or MODULE:CLASS "
+                        "(an environment class or factory); MODULE is imported from the current folder or the "
+                        "installed packages (docs/bring-your-own.md)")
     p.add_argument("--trace", default=None,
                    help="trace name (see `lcpo traces list`) or .npy/.csv file (default: the bundled "
-                        f"{DEFAULT_TRACE} for wind environments, the environment's own default otherwise)")
+                        f"{DEFAULT_TRACE} for wind environments, the environment's own default otherwise; your "
+                        "own environment receives it as trace=ContextTrace)")
     p.add_argument("--trace-length", type=positive_int, default=None, help="resample/cut the trace to this many steps")
     p.add_argument("--agent", nargs="+", default=["lcpo"], metavar="NAME",
                    help=f"agent(s) to run one after the other: {', '.join(sorted(AGENTS))}")
@@ -53,8 +59,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=nonneg_int, nargs="+", default=[0], help="seed(s)")
     p.add_argument("--out", type=Path, default=Path("runs"),
                    help="output folder; each run goes to OUT/<agent>-s<seed> (default: runs)")
-    p.add_argument("--reset", default="end", help="reset condition: end | every:N | never")
-    p.add_argument("--warmup", type=nonneg_int, default=0, help="steps excluded from the lifelong return")
+    p.add_argument("--reset", default=None,
+                   help="reset condition: end | every:N | never (default: what the environment declares: 'end' "
+                        "for an episodic task, 'never' for a continuing one such as the straggler environment)")
+    p.add_argument("--warmup", type=nonneg_int, default=0,
+                   help="steps excluded from the lifelong return (must be smaller than --steps)")
     p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
                    help="agent hyperparameter override, VALUE in JSON, e.g. gamma=0.9 or hidden=[64,64] "
                         "(repeatable; see `lcpo agents show NAME`). With several agents each gets only the keys "
@@ -77,13 +86,17 @@ def cmd_run(args) -> int:
     env_kwargs = parse_assignments(args.env_kwargs, "--env-arg")
     if len(args.agent) > 1:
         _check_known(args.agent, overrides)
+    if args.warmup >= args.steps:
+        raise ValueError(f"--warmup {args.warmup} must be smaller than --steps {args.steps}: no episode could end "
+                         "after the warm-up, and the lifelong return would be n/a")
+    reset = _preflight(args, env_kwargs)
     planned = []  # every configuration is validated before the first run starts
     for agent in args.agent:
         for seed in args.seed:
             cfg = RunConfig(env=args.env, trace=args.trace, trace_length=args.trace_length, agent=agent,
                             steps=args.steps, seed=seed, overrides=overrides if len(args.agent) == 1 else
                             _applicable(agent, overrides), env_kwargs=env_kwargs, warmup_steps=args.warmup,
-                            reset=args.reset, checkpoint_every=args.checkpoint_every,
+                            reset=reset, checkpoint_every=args.checkpoint_every,
                             tensorboard=args.tensorboard)
             out = args.out / f"{agent}-s{seed}"
             if not args.resume and ((out / "summary.json").exists() or (out / "checkpoint").exists()):
@@ -95,14 +108,32 @@ def cmd_run(args) -> int:
             _announce_offline_training(cfg)
         summary = execute(cfg, out, resume=args.resume, progress=not args.no_progress)
         results.append((agent, seed, summary, out))
+        unit = summary.get("return_unit", "episode")
         print(f"{agent} seed {seed}: lifelong return {_fmt(summary['lifelong_return'])} over "
-              f"{summary['episodes']} episodes, {summary['steps_per_s']:.0f} steps/s -> {out}", file=sys.stderr)
+              f"{summary['episodes']} {unit}s, {summary['steps_per_s']:.0f} steps/s -> {out}", file=sys.stderr)
     w = max([10] + [len(agent) for agent, *_ in results])
     print(f"{'agent':<{w}} {'seed':>4} {'lifelong return':>16} {'episodes':>9} {'steps/s':>9} {'constrained':>11}")
     for agent, seed, s, _ in results:
         print(f"{agent:<{w}} {seed:>4} {_fmt(s['lifelong_return']):>16} {s['episodes']:>9} "
               f"{s['steps_per_s']:>9.0f} {s['constrained_fraction']:>11.2f}")
     return 0
+
+
+def _preflight(args, env_kwargs: dict) -> str:
+    """Make the environment once before any run: the reset condition (``--reset``, else the one the environment
+    declares), and checks that it suits the runs (context for LCPO, get_state/set_state for checkpoints), with
+    one-line notices on stderr.
+
+    Raises:
+        ValueError: see :func:`lcpo.envs.preflight.check_env` and :func:`lcpo.envs.registration.make_env`.
+    """
+    from lcpo.envs.preflight import check_env, inspect_env
+
+    facts = inspect_env(args.env, env_kwargs, args.trace, args.trace_length)
+    reset = args.reset if args.reset is not None else facts.default_reset
+    for notice in check_env(facts, reset, args.checkpoint_every, args.agent):
+        print(notice, file=sys.stderr)
+    return reset
 
 
 def _check_known(agents: list[str], overrides: dict) -> None:

@@ -57,10 +57,13 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         cfg = load_config(args.config, executor=args.executor)
-        specs = expand(cfg, executor=args.executor)
+        notices: list[str] = []
+        specs = expand(cfg, executor=args.executor, notices=notices)
     except ConfigError as exc:
         print(f"lcpo sweep: error: {exc}", file=sys.stderr)
         return 2
+    for notice in dict.fromkeys(notices):
+        print(notice, file=sys.stderr)
     out = Path(args.out or cfg.out or Path("runs") / cfg.name)
     if args.dry_run:
         for spec in specs:

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from lcpo.catalog import DEFAULT_TRACE, TRACE_NAMES
 from lcpo.contexts import generators as gen
 from lcpo.contexts.io import SUFFIXES, load_trace
 from lcpo.contexts.trace import ContextTrace, TraceError
@@ -81,8 +82,6 @@ DEFAULT_LENGTH = 400_000
 PAPER_LENGTHS = {"wind-1": 20_000_000, "wind-2": 20_000_000, "wind-3": 8_000_000, "wind-4": 8_000_000}
 """Lengths of the paper's traces (Figure 7), in environment steps."""
 
-DEFAULT_TRACE = "ndbc-46002"
-"""The trace used when none is named."""
 
 NDBC_STEPS_PER_10MIN = 20
 """Environment steps per 10 minutes of real time in the ``ndbc-46002`` trace (one step = 30 s)."""
@@ -260,6 +259,9 @@ def zero(length: int | None = None, seed: gen.SeedLike = 0) -> ContextTrace:
 def build_ndbc_records(source: str | os.PathLike) -> np.ndarray:
     """Derive the packaged per-record NDBC wind from the raw cwind file (used by ``scripts/build_ndbc_trace.py``).
 
+    The conversion is :func:`lcpo.contexts.importers.ndbc_records` (the one ``lcpo traces import ndbc`` uses),
+    strict about missing values: the packaged record is the file as published, no record dropped.
+
     Args:
         source: path to NDBC's ``46002c2016.txt`` (cwind format: ``#YY MM DD hh mm WDIR WSPD GDR GST GTIME``,
             two ``#`` header lines, UTC times, WDIR in degrees the wind comes from, WSPD in m/s).
@@ -272,29 +274,9 @@ def build_ndbc_records(source: str | os.PathLike) -> np.ndarray:
     Raises:
         TraceError: unreadable file, missing values (WDIR 999 / WSPD 99), or times that do not increase.
     """
-    import pandas as pd
+    from lcpo.contexts.importers import ndbc_records
 
-    source = Path(source)
-    try:
-        raw = np.loadtxt(source, comments="#", usecols=range(7), ndmin=2)
-    except (OSError, ValueError) as exc:
-        raise TraceError(f"{source}: cannot read NDBC cwind file: {exc}") from exc
-    if raw.shape[0] < 2:
-        raise TraceError(f"{source}: expected at least 2 records, got {raw.shape[0]}")
-    wdir, wspd = raw[:, 5], raw[:, 6]
-    bad = (wdir > 360) | (wdir < 0) | (wspd >= 99) | (wspd < 0)
-    if bad.any():
-        raise TraceError(f"{source}: missing or invalid WDIR/WSPD in record {int(np.argmax(bad))}")
-    stamps = pd.to_datetime(pd.DataFrame({"year": raw[:, 0], "month": raw[:, 1], "day": raw[:, 2],
-                                          "hour": raw[:, 3], "minute": raw[:, 4]}).astype(np.int64))
-    minutes = ((stamps - stamps.iloc[0]).dt.total_seconds() / 60.0).to_numpy()
-    if np.any(np.diff(minutes) <= 0):
-        raise TraceError(f"{source}: record times must strictly increase "
-                         f"(first violation at record {int(np.argmax(np.diff(minutes) <= 0)) + 1})")
-    rad = np.radians(wdir)
-    uv = np.stack([-wspd * np.sin(rad), -wspd * np.cos(rad)], axis=1)
-    scale = WIND_BOUND / np.abs(uv).max()
-    return np.column_stack([minutes, uv * scale]).astype(np.float32)
+    return ndbc_records(source, missing="error")[0]
 
 
 def _ndbc_records() -> np.ndarray:
@@ -333,17 +315,16 @@ def ndbc_46002(length: int | None = None, seed: gen.SeedLike = 0,
     if isinstance(steps_per_10min, bool) or not isinstance(steps_per_10min, (int, np.integer)) \
             or steps_per_10min < 1:
         raise TraceError(f"trace {name!r}: steps_per_10min must be a positive integer, got {steps_per_10min!r}")
+    from lcpo.contexts.importers import resample  # the conversion `lcpo traces import ndbc` shares
+
     records = _ndbc_records()
-    minutes = records[:, 0]
     if length is None:
-        n = int(np.floor(minutes[-1] * steps_per_10min / 10.0)) + 1
-        t = np.arange(n) * (10.0 / steps_per_10min)
+        values, _ = resample(records[:, 0], records[:, 1:], step_minutes=10.0 / steps_per_10min)
         rule = f"linear interpolation in time, {steps_per_10min} steps per 10 minutes"
     else:
         n = _length(name, length)
-        t = np.linspace(0.0, minutes[-1], n)
-        rule = f"linear interpolation in time onto {n} equally spaced steps"
-    values = np.stack([np.interp(t, minutes, records[:, 1]), np.interp(t, minutes, records[:, 2])], axis=1)
+        values, rule = resample(records[:, 0], records[:, 1:], length=n)
+    n = values.shape[0]
     meta = {"generator": name, "description": TRACE_NAMES[name], "length": n, "columns": list(WIND_COLUMNS),
             "units": "trace units (m/s times scale)", "scale": NDBC_46002_SCALE,
             "scale_rule": "4 / max(|u|, |v|) over the record", "resampling": rule,
@@ -352,15 +333,7 @@ def ndbc_46002(length: int | None = None, seed: gen.SeedLike = 0,
     return ContextTrace(values, name, meta)
 
 
-TRACE_NAMES: dict[str, str] = {
-    "wind-1": "paper trace 1: slow Ornstein-Uhlenbeck drift, x and y independent, within [-2.5, 1]",
-    "wind-2": "paper trace 2: wider Ornstein-Uhlenbeck drift spanning [-4, 4]",
-    "wind-3": "paper trace 3: six constant levels (changes at 1.1, 2.2, 3.9, 5.4, 6.9 of 8) plus noise",
-    "wind-4": "paper trace 4: calm for the first 4.5/8, then sinusoidal bursts of amplitude 2.5-5 (clipped to 4)",
-    "zero": "all-zero wind, two axes (stationary control)",
-    "ndbc-46002": "real wind, NOAA buoy 46002 Jan-Jul 2016, (u, v) scaled into [-4, 4], 30 s per step",
-}
-"""Registered trace names and a one-line description of each."""
+# TRACE_NAMES (name -> description) lives in lcpo.catalog, importable without NumPy (`lcpo traces list`).
 
 _MAKERS: dict[str, Callable[..., ContextTrace]] = {
     "wind-1": wind_1, "wind-2": wind_2, "wind-3": wind_3, "wind-4": wind_4, "zero": zero,

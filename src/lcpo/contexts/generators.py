@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from typing import Union
 
 import numpy as np
-from scipy.signal import lfilter
 
 from lcpo.contexts.trace import ContextTrace, TraceError
 
@@ -123,6 +122,8 @@ def ornstein_uhlenbeck(length: int, dim: int = 1, theta: float | Sequence[float]
     drive = rng.standard_normal((length, dim))
     drive *= s
     drive[0] = start - mu_
+    from scipy.signal import lfilter  # imported here: scipy.signal costs ~1 s, and only this generator needs it
+
     out = np.empty((length, dim))
     for k in range(dim):  # one C-level IIR pass per axis: y[t] = a y[t-1] + drive[t]
         out[:, k] = lfilter([1.0], [1.0, -a[k]], drive[:, k])

@@ -27,6 +27,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from lcpo.envs.task import declare_continuing
 from lcpo.envs.termination import never_terminates
 
 __all__ = ["ContinuingChainEnv", "make_continuing_chain"]
@@ -50,7 +51,7 @@ class ContinuingChainEnv(gym.Env):
         ValueError: on ``n_states < 1``, a non-finite reward, ``max_episode_steps < 1`` or a render mode.
     """
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": [], "continuing": True}
     #: no terminal states: the declared rule of :mod:`lcpo.envs.termination`
     termination_fn = staticmethod(never_terminates)
 
@@ -69,6 +70,7 @@ class ContinuingChainEnv(gym.Env):
         self.n_states = int(n_states)
         self.reward = float(reward)
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
+        declare_continuing(self, self.max_episode_steps is None)  # lcpo.envs.task
         self.render_mode = None
         self.context_spec = None  # no exogenous context
         self.observation_space = gym.spaces.Box(0.0, 1.0, (self.n_states,), dtype=np.float32)

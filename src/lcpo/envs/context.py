@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["ContextSpec", "get_context_spec"]
+__all__ = ["ContextSpec", "MissingContextError", "get_context_spec"]
+
+
+class MissingContextError(ValueError, AttributeError):
+    """An environment declares no context (``env.unwrapped.context_spec`` is missing or None).
+
+    A ``ValueError`` (bad input, reported by the CLI in one line) and, for code written before it existed, an
+    ``AttributeError``.
+    """
 
 
 @dataclass(frozen=True)
@@ -107,12 +115,15 @@ def get_context_spec(env) -> ContextSpec:
         env: a Gymnasium environment, possibly wrapped.
 
     Raises:
-        AttributeError: if the environment declares no context (name of the env in the message).
+        MissingContextError: (a ``ValueError`` and an ``AttributeError``) if the environment declares no context;
+            the message names the environment and says how to declare it.
     """
     spec = getattr(getattr(env, "unwrapped", env), "context_spec", None)
     if spec is None:
-        raise AttributeError(
+        raise MissingContextError(
             f"environment {getattr(env, 'spec', None) and env.spec.id or env!r} declares no context_spec; "
-            "lcpo detectors need to know which observation entries are context"
+            "lcpo detectors need to know which observation entries are context: in the environment's __init__ "
+            "set self.context_spec = lcpo.envs.ContextSpec(indices=..., names=...) and return the current "
+            "context in info['context'] (docs/bring-your-own.md)"
         )
     return spec

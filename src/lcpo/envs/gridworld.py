@@ -105,7 +105,7 @@ class TrapGridEnv(gym.Env):
         ValueError: an unknown ``trace_unit``, ``max_episode_steps < 1``, a render mode, or an invalid action.
     """
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": [], "continuing": False}
 
     def __init__(self, trace=None, trace_unit: str = "episode", max_episode_steps: int = 20,
                  render_mode: str | None = None):

@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 from lcpo.envs.discretize import DiscretizeActions
+from lcpo.envs.task import declare_continuing
 from lcpo.envs.termination import never_terminates
 from lcpo.envs.wind import WindProcess
 
@@ -55,7 +56,7 @@ class WindyPendulumEnv(gym.Env):
         ValueError: an action that is not finite or not of shape (1,).
     """
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": [], "continuing": False}
     #: no terminal states (Pendulum-v1 never terminates): the declared rule of :mod:`lcpo.envs.termination`
     termination_fn = staticmethod(never_terminates)
 
@@ -65,6 +66,7 @@ class WindyPendulumEnv(gym.Env):
             raise ValueError(f"max_episode_steps must be >= 1 or None, got {max_episode_steps}")
         self.wind = WindProcess(trace, divisor=divisor)
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
+        declare_continuing(self, self.max_episode_steps is None)  # lcpo.envs.task
         self.action_space = gym.spaces.Box(-_MAX_TORQUE, _MAX_TORQUE, shape=(1,), dtype=np.float32)
         high = np.array([1.0, 1.0, _MAX_SPEED] + [4.0] * 6, dtype=np.float32)
         self.observation_space = gym.spaces.Box(-high, high, dtype=np.float32)

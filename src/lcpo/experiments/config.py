@@ -13,7 +13,7 @@ e.g. ``overrides.lcpo.ood_treshold``. The format is documented in ``docs/experim
     traces = ["ndbc-46002"]
     agents = ["lcpo", "a2c"]
     trace_length = 5000                # optional; a list makes it a grid axis
-    reset = "end"                      # end | never | every:N
+    reset = "end"                      # end | never | every:N; default: per env, what the env declares
     checkpoint_every = 1000
     diagnostics_every = 1000           # optional; rows of diagnostics.csv
 
@@ -26,7 +26,9 @@ e.g. ``overrides.lcpo.ood_treshold``. The format is documented in ``docs/experim
     steps = 8000000                    # (paper: traces 1-2 run 20M steps, traces 3-4 8M)
 
 A list-valued hyperparameter is written as a list of lists (``hidden = [[64, 64]]``), since a bare list
-is a grid axis.
+is a grid axis. ``envs`` may name a user's environment as ``"MODULE:ID"`` or ``"MODULE:CLASS"``
+(:mod:`lcpo.envs.registration`); without ``reset`` each env gets the reset its declared kind calls for
+(``"end"`` episodic, ``"never"`` continuing: :mod:`lcpo.envs.task`).
 """
 
 from __future__ import annotations
@@ -90,8 +92,9 @@ class SweepConfig:
         steps: environment steps per run (positive).
         warmup_steps: steps excluded from the lifelong return (paper: 6M); ``0 <= warmup_steps < steps``.
         trace_lengths: trace length(s); ``(None,)`` means each trace's default length.
-        reset: reset condition, ``"end"``, ``"never"`` or ``"every:N"``.
-        checkpoint_every: steps between checkpoints (positive).
+        reset: reset condition, ``"end"``, ``"never"`` or ``"every:N"``; ``None``: per environment, the one its
+            declared kind calls for (resolved by :func:`expand`).
+        checkpoint_every: steps between checkpoints (0: none; an interrupted run then starts over).
         tensorboard: write TensorBoard event files in each run folder.
         overrides: agent -> hyperparameter -> tuple of values (grid axes, one per hyperparameter).
         env_kwargs: env id -> keyword arguments (fixed, not a grid).
@@ -112,7 +115,7 @@ class SweepConfig:
     steps: int
     warmup_steps: int = 0
     trace_lengths: tuple[int | None, ...] = (None,)
-    reset: str = "end"
+    reset: str | None = None
     checkpoint_every: int = 50_000
     tensorboard: bool = False
     overrides: Mapping[str, Mapping[str, tuple[Any, ...]]] = field(default_factory=dict)
@@ -270,7 +273,7 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>",
 
     steps = _check_int(source, "steps", data["steps"], 1)
     warmup = _check_int(source, "warmup_steps", data.get("warmup_steps", 0), 0)
-    checkpoint_every = _check_int(source, "checkpoint_every", data.get("checkpoint_every", 50_000), 1)
+    checkpoint_every = _check_int(source, "checkpoint_every", data.get("checkpoint_every", 50_000), 0)
     diagnostics_every = data.get("diagnostics_every")
     if diagnostics_every is not None:
         diagnostics_every = _check_int(source, "diagnostics_every", diagnostics_every, 1)
@@ -278,8 +281,8 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>",
     tensorboard = data.get("tensorboard", False)
     if not isinstance(tensorboard, bool):
         raise _err(source, "tensorboard", f"expected true or false, got {tensorboard!r}")
-    reset = data.get("reset", "end")
-    if not isinstance(reset, str) or not _RESET_RE.match(reset):
+    reset = data.get("reset")
+    if reset is not None and (not isinstance(reset, str) or not _RESET_RE.match(reset)):
         raise _err(source, "reset", f"expected 'end', 'never' or 'every:N' (N >= 1), got {reset!r}")
 
     seeds_raw = data.get("seeds", 1)
@@ -296,10 +299,15 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>",
     traces = _str_list(source, "traces", data["traces"])
     agents = _str_list(source, "agents", data["agents"])
     known_agents, known_envs = _known_names(executor)
-    if known_envs is not None:
-        for i, env in enumerate(envs):
-            if env not in known_envs:
-                raise _err(source, f"envs[{i}]", f"unknown environment id {env!r}; known: {sorted(known_envs)}")
+    for i, env in enumerate(envs):
+        if known_envs is not None and env in known_envs:
+            continue
+        from lcpo.envs.registration import check_env_name
+
+        try:  # a Gymnasium id, or a user's MODULE:ID / MODULE:CLASS (imports the module)
+            check_env_name(env)
+        except ValueError as exc:
+            raise _err(source, f"envs[{i}]", str(exc)) from None
     if known_agents is not None:
         for i, agent in enumerate(agents):
             if agent not in known_agents:
@@ -442,7 +450,48 @@ def _run_config_class(executor: str):
     return getattr(importlib.import_module(executor), "RunConfig", None)
 
 
-def expand(config: SweepConfig, executor: str = DEFAULT_EXECUTOR, validate: bool = True) -> list[RunSpec]:
+def _env_resets(config: SweepConfig, validate: bool, notices: list[str] | None, executor: str) -> dict[str, str]:
+    """Per environment of the grid: the sweep's ``reset``, else the one its declared kind calls for.
+
+    With the default executor (:mod:`lcpo.run`, which makes the environments with
+    :func:`lcpo.envs.registration.make_env`), each environment is made once
+    (:func:`lcpo.envs.preflight.inspect_env`: with its ``env_kwargs`` and no trace, or with the grid's first
+    trace if it needs one) when its reset must be resolved or ``validate`` asks for the run checks
+    (:func:`lcpo.envs.preflight.check_env`: context for LCPO, get_state/set_state for checkpoints). Another
+    executor makes its environments its own way: the kinds then come from :data:`lcpo.catalog.ENVS`
+    (episodic for ids not in it) and nothing is checked.
+
+    Raises:
+        ConfigError: an environment that cannot be made or fails a check (the message names it and the key).
+    """
+    from lcpo.envs.preflight import check_env, inspect_env
+
+    resets = {}
+    for i, env in enumerate(config.envs):
+        if executor != DEFAULT_EXECUTOR or (config.reset is not None and not validate):
+            from lcpo.catalog import ENVS
+
+            info = ENVS.get(env)
+            resets[env] = config.reset or ("never" if info is not None and info.continuing else "end")
+            continue
+        kwargs = config.env_kwargs.get(env, {})
+        try:
+            try:
+                facts = inspect_env(env, kwargs)
+            except (TypeError, ValueError):  # an environment that needs its trace to be made
+                facts = inspect_env(env, kwargs, config.traces[0], config.trace_lengths[0])
+            resets[env] = config.reset if config.reset is not None else facts.default_reset
+            found = check_env(facts, resets[env], config.checkpoint_every, config.agents) if validate else \
+                list(facts.notices)
+        except ValueError as exc:
+            raise ConfigError(f"envs[{i}] ({env!r}): {exc}") from None
+        if notices is not None:
+            notices.extend(found)
+    return resets
+
+
+def expand(config: SweepConfig, executor: str = DEFAULT_EXECUTOR, validate: bool = True,
+           notices: list[str] | None = None) -> list[RunSpec]:
     """Expand a sweep into its run specs (the cross product of all axes), in a deterministic order.
 
     The count is ``len(envs) * len(traces) * len(trace_lengths) * sum_a(prod of agent a's override axis
@@ -452,15 +501,20 @@ def expand(config: SweepConfig, executor: str = DEFAULT_EXECUTOR, validate: bool
         config: a validated sweep.
         executor: module providing ``RunConfig``; when importable and ``validate``, every spec is round-tripped
             through ``RunConfig.from_dict`` so unknown hyperparameters are reported before anything runs.
-        validate: see ``executor``.
+        validate: see ``executor``; also make each environment once and check it suits the runs (see
+            :func:`lcpo.envs.preflight.check_env`).
+        notices: if given, one-line notices for the user are appended (e.g. an environment that does not
+            declare whether it is episodic).
 
     Returns:
-        The specs, with unique run ids.
+        The specs, with unique run ids; ``reset`` resolved per environment when the sweep gives none.
 
     Raises:
-        ConfigError: if ``RunConfig.from_dict`` rejects a spec (the message names the agent's override key).
+        ConfigError: if ``RunConfig.from_dict`` rejects a spec (the message names the agent's override key), or
+            an environment cannot be made or does not suit the runs.
     """
     run_config_cls = _run_config_class(executor) if validate else None
+    resets = _env_resets(config, validate, notices, executor)
     specs: list[RunSpec] = []
     for env, trace, trace_length, agent in itertools.product(config.envs, config.traces, config.trace_lengths,
                                                              config.agents):
@@ -474,7 +528,7 @@ def expand(config: SweepConfig, executor: str = DEFAULT_EXECUTOR, validate: bool
                     "env": env, "trace": trace, "trace_length": per.get("trace_length", trace_length),
                     "agent": agent, "steps": per.get("steps", config.steps), "seed": seed,
                     "overrides": overrides, "env_kwargs": dict(config.env_kwargs.get(env, {})),
-                    "warmup_steps": per.get("warmup_steps", config.warmup_steps), "reset": config.reset,
+                    "warmup_steps": per.get("warmup_steps", config.warmup_steps), "reset": resets[env],
                     "checkpoint_every": config.checkpoint_every, "tensorboard": config.tensorboard,
                 }
                 if config.diagnostics_every is not None:

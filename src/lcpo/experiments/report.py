@@ -14,13 +14,17 @@ Written into the output folder (``lcpo report RUNS_DIR --out DIR``):
 - ``normalized_return.csv`` and ``normalized_return_cdf.png``: per (env, trace) the schemes' mean lifelong
   returns min-max normalized (0 = lowest, 1 = highest among agents) and their empirical CDF per scheme
   (paper Figure 3; x-axis padded to :data:`CDF_XLIM`, one line style and marker per scheme so coinciding curves
-  stay visible).
+  stay visible). Min-max normalization reads means only: with two schemes it puts one at 0 and the other at 1
+  on every (env, trace), however much their intervals overlap, so the figure is drawn only with at least
+  :data:`MIN_SCHEMES_FOR_CDF` schemes, and it says on its face that intervals are not shown.
 - ``ablation_<agent>_<hyperparameter>.{csv,png}`` for every hyperparameter the sweep varies for an agent
   (e.g. LCPO's reservoir size: paper Figure 4; its OOD threshold: Table 7).
 - ``timeseries_<env>_<trace>.png``: episodic return over time per scheme (mean over seeds, min-max band)
   above the context (episode means of each context entry), like paper Figure 9. Every episode is placed at
   the middle of the steps it covers, ``step - length / 2`` (``step`` is its end), in both panels; returns are
   averaged in equal bins over ``[0, last step]``.
+- ``results.parquet`` and ``episodes.parquet``: the store the report was made from
+  (:mod:`lcpo.experiments.store`). Nothing is written into the runs folder.
 """
 
 from __future__ import annotations
@@ -54,6 +58,10 @@ MIN_SEEDS_FOR_MARK = 3
 
 #: x-limits of the normalized-return CDF: padded beyond [0, 1] so steps at 0 and 1 are not hidden by the frame.
 CDF_XLIM = (-0.03, 1.03)
+
+#: Fewest online schemes for the normalized-return CDF: with two, min-max normalization maps one to 0 and the
+#: other to 1 on every (env, trace), whatever their intervals, and the CDF says nothing the table does not.
+MIN_SCHEMES_FOR_CDF = 3
 
 
 def _keys_of(table: pd.DataFrame) -> list[str]:
@@ -275,7 +283,9 @@ def _cdf_figure(norm: pd.DataFrame, schemes: list[str]):
     ax.set_xlim(lo, hi)
     ax.set_ylim(-0.02, 1.04)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # never over a curve
-    ax.set_title("Normalized lifelong return CDF (paper Figure 3)")
+    ax.set_title("Normalized lifelong return CDF (paper Figure 3)\n"
+                 "min-max of the seed means: confidence intervals are not shown; overlapping schemes can sit "
+                 "far apart", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -492,12 +502,19 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
                "## LCPO's rank among the online agents", "", _lcpo_ranks(ranks), "",
                "CSV: [ranks.csv](ranks.csv)", ""]
         online = [s for s in schemes if s in set(norm["scheme"])]
-        _plot_cdf(norm, online, out_dir / "normalized_return_cdf.png")
         md += ["## Normalized lifelong return (paper Figure 3)", "",
                ("Per (env, trace), each scheme's mean lifelong return min-max normalized across the schemes "
-                "(0 = lowest, 1 = highest); the CDF over (env, trace) pairs."), "",
-               "![normalized return CDF](normalized_return_cdf.png)", "",
-               "CSV: [normalized_return.csv](normalized_return.csv)", ""]
+                "(0 = lowest, 1 = highest); the CDF over (env, trace) pairs. The normalization reads the seed "
+                "means only: two schemes whose intervals overlap can still land at 0 and 1.")]
+        if len(online) >= MIN_SCHEMES_FOR_CDF:
+            _plot_cdf(norm, online, out_dir / "normalized_return_cdf.png")
+            md += ["", "![normalized return CDF](normalized_return_cdf.png)"]
+        else:
+            md += ["", (f"No CDF figure: with {len(online)} online scheme(s) min-max normalization puts one at 0 "
+                        "and the other at 1 on every (env, trace), whether or not their intervals overlap; "
+                        f"compare the intervals in the table above (the figure needs {MIN_SCHEMES_FOR_CDF} "
+                        "schemes or more).")]
+        md += ["", "CSV: [normalized_return.csv](normalized_return.csv)", ""]
         abl = _ablations(done, out_dir, confidence, seed)
         if abl:
             md += ["## Ablations (paper Figure 4, Table 7)", ""]
@@ -521,6 +538,10 @@ def report(runs_dir: str | Path, out_dir: str | Path, *, confidence: float = 0.9
            title: str | None = None) -> Path:
     """Load a sweep folder's store and write its report (``lcpo report RUNS_DIR --out DIR``).
 
+    Nothing is written into ``runs_dir`` (unless ``out_dir`` lies inside it): the tables are collected from the
+    run folders in memory, and the store's ``results.parquet`` / ``episodes.parquet`` are written into
+    ``out_dir`` next to the report.
+
     Args:
         runs_dir: the sweep folder.
         out_dir: report folder.
@@ -537,11 +558,14 @@ def report(runs_dir: str | Path, out_dir: str | Path, *, confidence: float = 0.9
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise FileNotFoundError(f"{runs_dir}: no such sweep folder")
-    runs, episodes = load_store(runs_dir)
+    runs, episodes = load_store(runs_dir, write=False)
     if title is None:
         manifest = runs_dir / "sweep.json"
         name = json.loads(manifest.read_text()).get("name", runs_dir.name) if manifest.is_file() else runs_dir.name
         title = f"Sweep report: {name}"
     if not math.isfinite(confidence):
         raise ValueError(f"confidence must be finite, got {confidence}")
-    return write_report(runs, episodes, out_dir, title=title, confidence=confidence, seed=seed)
+    path = write_report(runs, episodes, out_dir, title=title, confidence=confidence, seed=seed)
+    for df, name in ((runs, "results.parquet"), (episodes, "episodes.parquet")):
+        df.to_parquet(Path(out_dir) / name, index=False)
+    return path

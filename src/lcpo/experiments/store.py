@@ -7,7 +7,8 @@ column                 meaning
 =====================  ==========================================================================
 run_id                 folder name under ``RUNS_DIR/runs``
 status                 ``done`` (summary.json present), ``failed`` (error.json), ``missing`` (neither)
-env, trace, agent      from the resolved config
+env, trace, agent      from the resolved config (a run without a named trace: the trace its summary
+                       records, e.g. ``ndbc-46002`` for ``lcpo run``'s default)
 trace_length, steps,   from the resolved config (``steps`` is the budget; ``steps_done`` what ran)
 warmup_steps, reset,
 seed
@@ -129,6 +130,8 @@ def _run_row(runs_dir: Path, run_id: str, config: dict | None) -> dict[str, Any]
     row["status"] = "done" if summary is not None else ("failed" if error is not None else "missing")
     for key in _CONFIG_FIELDS:
         row[key] = config.get(key)
+    if row["trace"] is None:  # the environment's default trace: the name the run recorded, else "default"
+        row["trace"] = ((summary or {}).get("trace") or {}).get("name") or "default"
     overrides = dict(config.get("overrides") or {})
     row["scheme"] = scheme_label(str(config.get("agent")), overrides)
     for key, value in overrides.items():
@@ -208,13 +211,15 @@ def write_store(runs_dir: str | Path, run_ids: Sequence[str] | None = None) -> t
     return paths[0], paths[1]
 
 
-def load_store(runs_dir: str | Path, refresh: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+def load_store(runs_dir: str | Path, refresh: bool = True, write: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The ``(runs, episodes)`` tables of a sweep folder.
 
     Args:
         runs_dir: the sweep folder.
         refresh: when the run folders are present, collect from them (they are the truth; the Parquet files
-            may predate runs that finished later) and rewrite the store; otherwise read the Parquet files.
+            may predate runs that finished later); otherwise read the Parquet files.
+        write: with ``refresh``, also rewrite the store's Parquet files in ``runs_dir``; ``False`` leaves the
+            folder untouched (``lcpo report`` writes only into its ``--out``).
 
     Raises:
         FileNotFoundError: if ``runs_dir`` has neither run folders nor a store.
@@ -223,6 +228,8 @@ def load_store(runs_dir: str | Path, refresh: bool = True) -> tuple[pd.DataFrame
     res, eps = runs_dir / "results.parquet", runs_dir / "episodes.parquet"
     if refresh and runs_dir.is_dir() and (
             (runs_dir / "runs").is_dir() or any(_is_run_folder(p) for p in runs_dir.iterdir())):
+        if not write:
+            return collect(runs_dir)
         write_store(runs_dir)
     if res.is_file() and eps.is_file():
         return pd.read_parquet(res), pd.read_parquet(eps)

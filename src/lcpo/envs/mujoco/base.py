@@ -33,6 +33,7 @@ from lcpo.contexts.trace import ContextTrace
 from lcpo.envs.discretize import DiscretizeActions
 from lcpo.envs.mujoco import ENV_INFO, WIND_LAGS, WindyEnvInfo
 from lcpo.envs.termination import never_terminates
+from lcpo.envs.task import declare_continuing
 from lcpo.envs.wind import WindProcess
 
 __all__ = ["SPEC_LENGTH", "HingeMotor", "add_hinge_motors", "WindyMujocoEnv", "make_windy", "env_info"]
@@ -151,6 +152,7 @@ class WindyMujocoEnv:
                                f"ENV_INFO says {self.info.base_obs_dim}")
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (base_dim + 2 * WIND_LAGS,), dtype=np.float32)
         self.context_spec = self.wind.context_spec(base_dim)
+        declare_continuing(self, self.max_episode_steps is None)  # no time limit: continuing (lcpo.envs.task)
 
     # ----------------------------------------------------------------- model
     def _initialize_simulation(self):

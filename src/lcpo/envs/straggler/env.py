@@ -178,7 +178,7 @@ class StragglerMitigationEnv(gym.Env):
         lcpo.envs.straggler.workloads.WorkloadError: an invalid workload.
     """
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": [], "continuing": True}  # never ends by itself (lcpo.envs.task)
     #: no terminal states: the declared rule of :mod:`lcpo.envs.termination`
     termination_fn = staticmethod(never_terminates)
     #: network kind agents use when their ``network`` hyperparameter is ``"auto"`` (:data:`lcpo.nets.NETWORKS`)

@@ -1,0 +1,141 @@
+"""What a run must know about its environment before it starts, and the arguments it makes it with.
+
+``lcpo run`` and ``lcpo sweep`` make each environment once before any run starts (:func:`inspect_env`) to
+learn what the environment declares:
+
+* its kind, episodic or continuing (:mod:`lcpo.envs.task`), which sets the default reset condition;
+* its context (``env.unwrapped.context_spec``, :class:`lcpo.envs.context.ContextSpec`), which LCPO's OOD
+  detection needs;
+* whether it can be checkpointed (``env.unwrapped.get_state()`` / ``set_state(state)``), which checkpoints and
+  ``--resume`` need.
+
+:func:`check_env` turns what is missing into an error that names it and says how to add it (or a one-line
+notice where the run can go on). :func:`run_env_kwargs` is how a run passes its trace to an environment
+(:func:`lcpo.run.make_run_env`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from lcpo.envs.task import UNDECLARED_NOTICE, declared_continuing, return_unit
+
+__all__ = ["EnvFacts", "check_env", "inspect_env", "run_env_kwargs"]
+
+_GUIDE = "docs/bring-your-own.md"
+
+
+def run_env_kwargs(env: str, trace: str | None, trace_length: int | None,
+                   env_kwargs: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The keyword arguments a run makes environment ``env`` with.
+
+    * the windy ``lcpo/Windy*`` environments get a resolved :class:`~lcpo.contexts.ContextTrace`
+      (default: the bundled ``ndbc-46002``), cut or repeated to ``trace_length``;
+    * the other ``lcpo/*`` environments get the ``trace`` text as it is (a straggler workload name or file, a
+      grid-world schedule), when given;
+    * a user's environment (anything else) gets ``trace=`` a resolved :class:`~lcpo.contexts.ContextTrace`
+      (a registered name or a ``.npy``/``.csv`` file, fitted to ``trace_length``) when ``trace`` is given, and
+      no ``trace`` argument otherwise (its own default applies).
+
+    Raises:
+        lcpo.contexts.TraceError: an unknown trace name or a bad trace file.
+    """
+    kwargs = dict(env_kwargs or {})
+    if env.startswith("lcpo/Windy") or (trace is not None and not env.startswith("lcpo/")):
+        from lcpo.contexts import DEFAULT_TRACE, resolve_trace
+
+        kwargs["trace"] = resolve_trace(trace or DEFAULT_TRACE, length=trace_length)
+    elif trace is not None:
+        kwargs["trace"] = trace
+    return kwargs
+
+
+@dataclass(frozen=True)
+class EnvFacts:
+    """What an environment declares (made once with its run's arguments).
+
+    Attributes:
+        env: the environment name as given.
+        continuing: the declared kind (``metadata["continuing"]``), ``None`` if undeclared (treated as episodic).
+        context: names of the declared context entries, ``None`` if the environment declares no context.
+        checkpointable: ``env.unwrapped`` has both ``get_state`` and ``set_state``.
+        notices: one-line notices for the user (e.g. an undeclared kind).
+    """
+
+    env: str
+    continuing: bool | None
+    context: tuple[str, ...] | None
+    checkpointable: bool
+    notices: tuple[str, ...] = field(default=())
+
+    @property
+    def default_reset(self) -> str:
+        """``"never"`` for a continuing environment, else ``"end"``."""
+        return "never" if self.continuing else "end"
+
+
+def inspect_env(env: str, env_kwargs: Mapping[str, Any] | None = None, trace: str | None = None,
+                trace_length: int | None = None) -> EnvFacts:
+    """Make an environment as a run would (:func:`run_env_kwargs`), read its declarations, close it.
+
+    Raises:
+        ValueError: the environment cannot be made (see :func:`lcpo.envs.registration.make_env`), or its
+            ``metadata["continuing"]`` is not a bool.
+    """
+    from lcpo.envs.registration import make_env
+
+    made = make_env(env, **run_env_kwargs(env, trace, trace_length, env_kwargs))
+    try:
+        base = made.unwrapped
+        continuing = declared_continuing(made)
+        spec = getattr(base, "context_spec", None)
+        context = None if spec is None else tuple(spec.names)
+        checkpointable = callable(getattr(base, "get_state", None)) and callable(getattr(base, "set_state", None))
+    finally:
+        made.close()
+    notices = () if continuing is not None else (UNDECLARED_NOTICE.format(env=env),)
+    return EnvFacts(env, continuing, context, checkpointable, notices)
+
+
+def check_env(facts: EnvFacts, reset: str, checkpoint_every: int, agents=()) -> list[str]:
+    """Check that runs with ``reset`` and ``checkpoint_every`` can use this environment.
+
+    Args:
+        facts: from :func:`inspect_env`.
+        reset: the run's reset condition.
+        checkpoint_every: the run's checkpoint interval (0: no checkpoints).
+        agents: agent names of the runs (``lcpo``/``lcpo-p`` need a declared context).
+
+    Returns:
+        One-line notices to show (nothing wrong, but worth saying).
+
+    Raises:
+        ValueError: checkpoints requested from an environment without ``get_state``/``set_state``, or an agent
+            that detects OOD contexts on an environment that declares no context; the message says how to add
+            what is missing.
+    """
+    notices = list(facts.notices)
+    if facts.context is None:
+        needing = [a for a in agents if a in ("lcpo", "lcpo-p")]
+        how = (f"declare it in the environment's __init__: self.context_spec = lcpo.envs.ContextSpec(indices=..., "
+               f"names=...) (which observation entries hold the context), and return the current context in "
+               f"info['context'] (see {_GUIDE})")
+        if needing:
+            who = f"agent {needing[0]} detects" if len(needing) == 1 else f"agents {', '.join(needing)} detect"
+            raise ValueError(f"environment {facts.env!r} declares no context (env.unwrapped.context_spec), and "
+                             f"{who} out-of-distribution contexts from it: {how}")
+        if not facts.env.startswith("lcpo/"):
+            notices.append(f"lcpo: note: {facts.env} declares no context (context_spec); the runs go on, but "
+                           "LCPO needs one")
+    if checkpoint_every and not facts.checkpointable:
+        raise ValueError(
+            f"environment {facts.env!r} cannot be checkpointed: it has no get_state()/set_state(). Checkpoints and "
+            "--resume save the environment's state with them: add get_state() -> dict (its dynamics state, step "
+            f"counters, trace position, np_random state) and set_state(dict) (see {_GUIDE}), or run with "
+            "--checkpoint-every 0 (sweeps: checkpoint_every = 0)")
+    if facts.continuing and reset == "end":
+        notices.append(f"lcpo: note: {facts.env} is a continuing task: with reset 'end' no episode ever ends and "
+                       "the lifelong return is n/a; its default is 'never' (rows of "
+                       f"{return_unit('never')}s)")
+    return notices
