@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Stage the compact results of every finished run under a sweep folder (default: docs/results/paper-budget):
-# summary.json, config.json, diagnostics.csv and the harvested *.csv.gz of run folders that hold a summary.json.
-# Unfinished runs are never staged (their files change while they run). Run
-# `python benchmarks/paper_budget.py harvest` first.
+# Commit the compact results of every finished run under a sweep folder (default: docs/results/paper-budget):
+# summary.json, config.json, diagnostics.csv and the harvested *.csv.gz of run folders that hold a summary.json,
+# plus the sweep manifests and the report. Unfinished runs are never committed (their files change while they
+# run), and nothing else that happens to be staged is committed (`git commit -- PATHS`).
+# Run `python benchmarks/paper_budget.py harvest` first.
+#   scripts/commit_finished_runs.sh "commit message" [FOLDER]
 set -euo pipefail
-folder="${1:-docs/results/paper-budget}"
-git add "$folder/.gitignore"
-for s in $(find "$folder" -path '*/runs/*/summary.json'); do
+msg="${1:?usage: commit_finished_runs.sh MESSAGE [FOLDER]}"
+folder="${2:-docs/results/paper-budget}"
+paths=("$folder/.gitignore")
+for s in $(find "$folder" -path '*/runs/*/summary.json' | sort); do
   d="$(dirname "$s")"
-  git add "$d/summary.json" "$d/config.json" "$d/diagnostics.csv"
-  for f in "$d"/*.csv.gz; do [ -e "$f" ] && git add "$f"; done
+  paths+=("$d/summary.json" "$d/config.json" "$d/diagnostics.csv")
+  for f in "$d"/*.csv.gz; do [ -e "$f" ] && paths+=("$f"); done
 done
-for m in $(find "$folder" -name sweep.json); do git add "$m"; done
+while IFS= read -r f; do paths+=("$f"); done < <(find "$folder" -maxdepth 3 \( -name sweep.json -o -name 'report.md' -o -name '*.png' \) | sort)
+git add -- "${paths[@]}"
+git commit -q -m "$msg" -- "${paths[@]}" || echo "nothing new to commit"
