@@ -12,7 +12,7 @@ import pytest
 from lcpo.cli.main import main
 from lcpo.run import RunConfig, execute
 
-VOLATILE = {"wall_time_s", "steps_per_s"}
+VOLATILE = {"wall_time_s", "steps_per_s", "resumed_from"}
 
 
 def _stable(summary):
@@ -53,6 +53,7 @@ def test_interrupted_and_resumed_run_equals_uninterrupted(tmp_path, agent):
     assert part == {"interrupted_at": 2000} and not (tmp_path / "part" / "summary.json").exists()
     resumed = execute(cfg, tmp_path / "part")
     assert _stable(resumed) == _stable(full)
+    assert resumed["resumed_from"] == [2000] and full["resumed_from"] == []
     assert (tmp_path / "part" / "episodes.csv").read_text() == (tmp_path / "full" / "episodes.csv").read_text()
 
 
@@ -65,7 +66,7 @@ def test_killed_process_resumes_to_same_summary(tmp_path):
     out = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, "-m", "lcpo.cli.main", "run", *args, "--out", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ckpt = out / "lcpo-s1" / "checkpoint" / "state.json"
+    ckpt = out / "lcpo-s1" / "checkpoint" / "latest.json"
     import time
 
     deadline = time.time() + 120

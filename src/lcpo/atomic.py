@@ -2,7 +2,8 @@
 
 Every result file of the project (summaries, episode tables, traces, checkpoints) is written through here:
 the content goes to a temporary file in the destination folder, is flushed and fsynced, given the usual
-permissions (``0666 & ~umask``; ``mkstemp`` would leave ``0600``), and renamed over the destination.
+permissions (``0666 & ~umask``; ``mkstemp`` would leave ``0600``), and renamed over the destination; the
+folder is then fsynced so that the rename itself is durable.
 """
 
 from __future__ import annotations
@@ -15,7 +16,24 @@ from typing import IO, Any, Callable
 
 import numpy as np
 
-__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "json_default"]
+__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "fsync_dir", "json_default"]
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Flush a folder's entries (a rename or a new file in it) to disk, so they survive a power loss.
+
+    Best effort: a no-op where a folder cannot be opened for fsync (not POSIX).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> None:
@@ -42,6 +60,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> 
         except FileNotFoundError:
             pass
         raise
+    fsync_dir(path.parent)
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:

@@ -2,9 +2,21 @@
 
 A run folder holds ``config.json`` (the resolved configuration, agent hyperparameters included),
 ``episodes.csv`` (one row per episode), ``diagnostics.csv`` (training diagnostics, window means),
-``checkpoint/`` (periodic: agent, environment, loop and log state) and, written last and atomically,
-``summary.json``. A run resumed from its last checkpoint ends with the same summary (apart from wall time
-and throughput) as a run that was never interrupted.
+``checkpoint/`` (agent, environment, loop and log state, committed atomically every ``checkpoint_every`` steps
+and at the end: :class:`lcpo.checkpoint.RunCheckpoints`), ``.lock`` (one writer per folder:
+:class:`lcpo.runlock.RunLock`) and, written last and atomically, ``summary.json``. A run resumed from its last
+checkpoint ends with the same summary (apart from wall time, throughput and ``resumed_from``) as a run that was
+never interrupted.
+
+Resume rules (:func:`resume_plan`; docs/experiments.md, "Resume rules"):
+
+* a finished run (``summary.json``) with the same configuration is returned as it is;
+* a finished run asked for more ``steps`` (and nothing else changed) is extended from its final checkpoint;
+* an interrupted run continues from its last checkpoint; its ``steps`` may change (to no fewer than the
+  checkpoint's step);
+* any other change of configuration is refused, naming each differing key with its old and new value;
+* a folder without a checkpoint starts afresh from step 0 (with a message when it held a run's files);
+* a refused resume changes nothing in the folder.
 """
 
 from __future__ import annotations
@@ -13,6 +25,7 @@ import dataclasses
 import json
 import math
 import platform
+import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,14 +36,15 @@ import numpy as np
 import torch
 
 from lcpo.agents import AGENTS
-from lcpo.checkpoint import atomic_write_json, load_state, save_state
+from lcpo.checkpoint import CheckpointError, RunCheckpoints, atomic_write_json
 from lcpo.envs.registration import make_env
 from lcpo.envs.task import return_unit
 from lcpo.loop import OnlineLoop, parse_reset
+from lcpo.runlock import RunLock
 from lcpo.runlog import RunLog, lifelong_return
 from lcpo.threads import limit_threads
 
-__all__ = ["RunConfig", "execute", "make_run_env", "AGENTS"]
+__all__ = ["RunConfig", "ResumePlan", "config_changes", "execute", "make_run_env", "resume_plan", "AGENTS"]
 
 
 @dataclass(frozen=True)
@@ -124,14 +138,197 @@ def make_run_env(config: RunConfig):
 
 
 def _run_with_checkpoints(loop: OnlineLoop, target: int, config: RunConfig, checkpoint) -> None:
-    """Step ``loop`` to ``target``, checkpointing at every multiple of ``config.checkpoint_every`` (and at an
-    early stop) before the end of the run."""
+    """Step ``loop`` to ``target``, checkpointing at every multiple of ``config.checkpoint_every`` and at
+    ``target`` (an early stop, or the run's end: a finished run keeps its final checkpoint, from which it can
+    be extended)."""
     every = config.checkpoint_every
     while loop.steps < target:
         nxt = target if not every else min(target, (loop.steps // every + 1) * every)
         loop.run(nxt)
-        if every and (loop.steps % every == 0 or loop.steps == target) and loop.steps < config.steps:
+        if every and (loop.steps % every == 0 or loop.steps == target):
             checkpoint()
+
+
+_UNSET = "(unset)"
+
+
+def _plain(x: Any) -> Any:
+    return json.loads(json.dumps(x))
+
+
+def config_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """The settings that differ between two run configurations (:meth:`RunConfig.to_dict` forms).
+
+    A key missing from one side takes :class:`RunConfig`'s default; the entries of ``overrides`` and
+    ``env_kwargs`` are compared one by one (``overrides.c_anchor``), a missing entry showing as ``(unset)``.
+
+    Returns:
+        ``[(key, old_value, new_value), ...]`` sorted by key (empty if the configurations are the same).
+
+    Example:
+        >>> config_changes({"steps": 1000, "overrides": {}}, {"steps": 5000, "overrides": {"c_anchor": 0.5}})
+        [('overrides.c_anchor', '(unset)', 0.5), ('steps', 1000, 5000)]
+    """
+    defaults = _plain(RunConfig(agent="a2c").to_dict() | {"agent": None, "probe_every": 0})
+    old, new = _plain(dict(old)), _plain(dict(new))
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key, defaults.get(key)), new.get(key, defaults.get(key))
+        if key in ("overrides", "env_kwargs") and isinstance(a or {}, dict) and isinstance(b or {}, dict):
+            a, b = a or {}, b or {}
+            out += [(f"{key}.{k}", a.get(k, _UNSET), b.get(k, _UNSET)) for k in sorted(set(a) | set(b))
+                    if a.get(k, _UNSET) != b.get(k, _UNSET)]
+        elif a != b:
+            out.append((key, a, b))
+    return out
+
+
+def _changes_text(changes: list[tuple[str, Any, Any]]) -> str:
+    def fmt(v):
+        return v if v == _UNSET else json.dumps(v)
+
+    return "; ".join(f"{k}: {fmt(a)} -> {fmt(b)}" for k, a, b in changes)
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """What :func:`execute` will do with a run folder.
+
+    Attributes:
+        action: ``"fresh"`` (start at step 0), ``"resume"`` (continue an interrupted run from its checkpoint),
+            ``"extend"`` (continue a finished run from its final checkpoint to more steps) or ``"done"``
+            (finished with this configuration: nothing to run).
+        step: the step the run continues from (0 for ``fresh``; the finished step count for ``done``).
+        message: what to tell the user ("" when there is nothing to say: a fresh run in a new folder).
+        summary: the existing summary for ``done``, else None.
+    """
+
+    action: str
+    step: int = 0
+    message: str = ""
+    summary: dict | None = None
+
+
+#: Files and folders of a run (besides ``checkpoint/`` and ``summary.json``) that a fresh start replaces.
+_RUN_OUTPUTS = ("config.json", "episodes.csv", "diagnostics.csv", "tb", "probes")
+
+
+def _read_summary(path: Path) -> dict | None:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        summary = json.loads(text)
+        if not isinstance(summary.get("config"), dict) or not isinstance(summary.get("steps"), int):
+            raise ValueError("no config or steps")
+    except (ValueError, AttributeError) as exc:
+        raise CheckpointError(f"run summary {path} is truncated or corrupt ({exc}); delete it to resume the run "
+                              "from its checkpoint") from None
+    return summary
+
+
+def resume_plan(config: RunConfig, out_dir: str | Path, resume: bool = True) -> ResumePlan:
+    """Decide what :func:`execute` does with ``out_dir`` (the resume rules of the module docstring); reads
+    only ``summary.json`` and the checkpoint pointer, and changes nothing.
+
+    Args:
+        config: the requested configuration.
+        out_dir: the run folder (need not exist).
+        resume: False: the folder must not hold a run (a summary or a checkpoint).
+
+    Returns:
+        A :class:`ResumePlan`.
+
+    Raises:
+        ValueError: the resume is refused: the folder holds a run and ``resume`` is False; the configuration
+            differs in anything but ``steps`` (the message names each differing key, old -> new); fewer steps
+            than already done; a finished run without a final checkpoint asked for more steps.
+        CheckpointError: a corrupt ``summary.json`` or checkpoint pointer (naming the file).
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"run folder {out} is an existing file, not a folder")
+    summary = _read_summary(out / "summary.json") if out.is_dir() else None
+    info = RunCheckpoints(out / "checkpoint").latest() if out.is_dir() else None
+    new = config.to_dict()
+    if not resume:
+        if summary is not None or info is not None:
+            raise ValueError(f"{out} already holds a run; pass --resume to continue or extend it, or choose "
+                             "another --out")
+        return ResumePlan("fresh")
+
+    def refuse_changes(changes):
+        other = [c for c in changes if c[0] != "steps"]
+        if other:
+            raise ValueError(f"cannot resume {out}: it holds a run with a different configuration ("
+                             f"{_changes_text(other)}); only steps may change (more steps extend a run); use "
+                             "another --out, or delete the folder to start afresh")
+
+    if summary is not None:
+        done = int(summary["steps"])
+        changes = config_changes(summary["config"], new)
+        if not changes:
+            return ResumePlan("done", done, f"{out}: finished ({done:,} steps); nothing to run", summary)
+        refuse_changes(changes)
+        if config.steps < done:
+            raise ValueError(f"cannot resume {out}: it finished {done:,} steps and a run cannot be shortened "
+                             f"(--steps {config.steps:,}); use another --out")
+        if info is None or info.step != done:
+            raise ValueError(f"cannot extend {out} to {config.steps:,} steps: it has no checkpoint of its final "
+                             f"step {done:,} (run with checkpoint_every=0, or by an older lcpo); run it again in "
+                             "another folder")
+        return ResumePlan("extend", done, f"{out}: extending the finished run from step {done:,} to "
+                                          f"{config.steps:,}")
+    if info is not None:
+        refuse_changes(config_changes(info.config, new))
+        if config.steps < info.step:
+            raise ValueError(f"cannot resume {out}: its checkpoint is at step {info.step:,}, past the requested "
+                             f"{config.steps:,} steps; pass --steps {info.step:,} or more")
+        return ResumePlan("resume", info.step, f"{out}: resuming from the checkpoint at step {info.step:,}"
+                          + (" (an older lcpo's checkpoint, read unverified)" if info.legacy else ""))
+    if out.is_dir() and any((out / name).exists() for name in _RUN_OUTPUTS):
+        return ResumePlan("fresh", 0, f"{out}: no checkpoint to resume from (the run stopped before its first "
+                                      "checkpoint); starting afresh from step 0")
+    return ResumePlan("fresh", 0, f"{out}: nothing to resume; starting from step 0")
+
+
+def _make_folder(out: Path) -> list[Path]:
+    """Create ``out`` (and missing parents); returns the folders created, outermost first.
+
+    Raises:
+        ValueError: if ``out`` or a parent is an existing file, or the folder cannot be created (naming it).
+    """
+    missing = []
+    p = out
+    while not p.exists():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"run folder {out}: {p} is an existing file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"cannot create run folder {out}: {exc.strerror or exc}") from None
+    return missing[::-1]
+
+
+def _remove_failed(out: Path, created: list[Path]) -> None:
+    """After a failed first attempt in folders this call created: remove them if no checkpoint was committed
+    (nothing resumable was produced), so a failure leaves no empty run folder."""
+    try:
+        if (out / "summary.json").exists() or RunCheckpoints(out / "checkpoint").latest() is not None:
+            return
+    except CheckpointError:
+        return
+    shutil.rmtree(out, ignore_errors=True)
+    for p in reversed(created[:-1]):
+        try:
+            p.rmdir()
+        except OSError:
+            break
 
 
 def _versions() -> dict:
@@ -179,35 +376,83 @@ def _context_names(env) -> tuple[str, ...]:
 
 def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progress: bool = False,
             threads: int | None = 1, stop_at: int | None = None,
-            on_progress: Callable[[int, float], None] | None = None) -> dict:
+            on_progress: Callable[[int, float], None] | None = None,
+            on_message: Callable[[str], None] | None = None) -> dict:
     """Run one online run into ``out_dir`` and return its summary.
+
+    The folder is locked for the whole call (:class:`lcpo.runlock.RunLock`: a second writer is refused with
+    :class:`lcpo.runlock.RunFolderBusy`). What happens to an existing run follows :func:`resume_plan`. A call
+    that fails in a folder it created, before any checkpoint was committed, removes that folder.
 
     Args:
         config: the run configuration.
         out_dir: run folder (created).
-        resume: if ``summary.json`` exists return it without running; if a checkpoint exists continue from it.
+        resume: continue or extend the run the folder holds (:func:`resume_plan`); False refuses a folder that
+            holds a run.
         progress: show a tqdm progress bar (steps/s and recent episodic return).
         threads: ``torch.set_num_threads`` for this process (1 = one core per run; None leaves it).
         stop_at: stop (after checkpointing) once this many steps are done, without writing the summary
             (used by tests to emulate an interruption).
         on_progress: optional ``(steps_done, recent_return)`` callback after every episode.
+        on_message: optional callback receiving one-line notes (resumed from step k, extended, started afresh,
+            already finished).
 
     Returns:
         The summary dict (also written to ``summary.json``): ``lifelong_return``, ``episodes``, ``steps``,
         ``wall_time_s``, ``steps_per_s``, ``constrained_fraction``, ``line_search_accept_fraction``,
-        ``ood_fraction``, ``versions``, ``config``, ``hyperparameters``.
+        ``ood_fraction``, ``resumed_from`` (the steps this run was resumed or extended from, ``[]`` if it ran
+        in one go), ``trace`` (the trace the environment ran on: ``{"name", "length", "unit"}``, e.g.
+        ``ndbc-46002``, 575501 steps, for the default run; None if the environment exposes none),
+        ``return_unit`` (what the lifelong return averages: ``"episode"``, or ``"200-step window"`` for a
+        continuing run), ``versions``, ``config``, ``hyperparameters``. With ``stop_at`` before the end:
+        ``{"interrupted_at": steps}``.
 
     Raises:
-        ValueError: bad configuration, unknown env/trace/agent, or non-finite observations/rewards.
+        ValueError: bad configuration, unknown env/trace/agent, non-finite observations/rewards, a refused
+            resume (:func:`resume_plan`), or ``out_dir`` naming a file.
+        CheckpointError: (a ValueError) a missing, corrupt, unsafe or mismatched checkpoint file (named).
+        RunFolderBusy: another process is writing the folder.
     """
     out = Path(out_dir)
+    created = _make_folder(out)
+    lock = RunLock(out)
+    try:
+        lock.acquire()
+    except BaseException:
+        for p in reversed(created):  # only if still empty: another writer may have created it at the same time
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        raise
+    try:
+        return _execute_locked(config, out, resume, progress, threads, stop_at, on_progress, on_message)
+    except BaseException:
+        if created:
+            _remove_failed(out, created)
+        raise
+    finally:
+        lock.release()
+
+
+def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, threads: int | None,
+                    stop_at: int | None, on_progress, on_message) -> dict:
     summary_path = out / "summary.json"
-    if resume and summary_path.exists():
-        return json.loads(summary_path.read_text())
-    out.mkdir(parents=True, exist_ok=True)
+    plan = resume_plan(config, out, resume)
+    say = on_message or (lambda msg: None)
+    if plan.action == "done":
+        say(plan.message)
+        return plan.summary
+    store = RunCheckpoints(out / "checkpoint")
     env = make_run_env(config)
     agent = AGENTS[config.agent](env, seed=config.seed, **config.overrides)
-    log = RunLog(out, _context_names(env), every=config.diagnostics_every, tensorboard=config.tensorboard)
+    state = None
+    if plan.action in ("resume", "extend"):
+        ckpt_step, state = store.load()
+        stored = state.get("config", {})
+        if ckpt_step != plan.step or [c for c in config_changes(stored, config.to_dict()) if c[0] != "steps"]:
+            raise CheckpointError(f"checkpoint in {store.folder} does not match its pointer {store.pointer}")
+    log = RunLog(out, _context_names(env), every=config.diagnostics_every, tensorboard=False)
     on_update = log.on_update
     probe = None
     if config.probe_every:
@@ -220,24 +465,36 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
             probe.on_update(step, agent)
     loop = OnlineLoop(env, agent, config.reset, seed=config.seed, on_update=on_update,
                       on_episode=log.on_episode)
+    wall_before = 0.0
+    resumed_from: list[int] = []
+    if state is not None:
+        agent.load_state_dict(state["agent"])
+        loop.load_state_dict(state["loop"])
+        log.load_state_dict(state["log"])
+        wall_before = float(state["wall_time_s"])
+        resumed_from = [int(k) for k in state.get("resumed_from", [])] + [int(loop.steps)]
+        if probe is not None:
+            probe.resume_from(loop.steps)
+    # every check passed: from here on the folder is written
+    if plan.action == "fresh":
+        for name in _RUN_OUTPUTS:  # leftovers of a run that stopped before its first checkpoint
+            p = out / name
+            if p.is_dir():
+                shutil.rmtree(p)
+            elif p.exists():
+                p.unlink()
+    summary_path.unlink(missing_ok=True)  # an extended run is unfinished until its new summary
+    if config.tensorboard:  # events past the checkpoint, written by an interrupted process, are purged
+        log.open_tensorboard(purge_step=None if state is None else loop.steps + 1)
     atomic_write_json(out / "config.json", {"run": config.to_dict(),
                                             "hyperparameters": dataclasses.asdict(agent.hp),
                                             "context_spec": getattr(env.unwrapped, "context_spec", None)
                                             and env.unwrapped.context_spec.to_dict(),
                                             "versions": _versions()})
-    ckpt = out / "checkpoint" / "state"
-    wall_before = 0.0
-    if resume and ckpt.with_name("state.json").exists():
-        state = load_state(ckpt)
-        if state["config"] != json.loads(json.dumps(config.to_dict())):
-            raise ValueError(f"checkpoint in {out} was made with a different configuration; "
-                             "use another folder or delete it")
-        agent.load_state_dict(state["agent"])
-        loop.load_state_dict(state["loop"])
-        log.load_state_dict(state["log"])
-        wall_before = float(state["wall_time_s"])
-        if probe is not None:
-            probe.resume_from(loop.steps)
+    if state is not None:
+        log.write(loop.episodes)  # episodes.csv / diagnostics.csv as of the checkpoint
+    if plan.message:
+        say(plan.message)
 
     bar = None
     if progress:
@@ -265,24 +522,25 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
     target = config.steps if stop_at is None else min(config.steps, stop_at)
 
     def checkpoint():
-        save_state(ckpt, {"config": config.to_dict(), "agent": agent.state_dict(), "loop": loop.state_dict(),
-                          "log": log.state_dict(), "wall_time_s": wall_before + time.perf_counter() - start})
-        log.write(loop.episodes)
+        store.commit(loop.steps, {"config": config.to_dict(), "agent": agent.state_dict(),
+                                  "loop": loop.state_dict(), "log": log.state_dict(),
+                                  "wall_time_s": wall_before + time.perf_counter() - start,
+                                  "resumed_from": resumed_from},
+                     config=config.to_dict())
+        log.write(loop.episodes)  # after the commit: never ahead of the committed checkpoint
 
     try:
         with limit_threads(threads):  # one core per run (see lcpo.threads)
             _run_with_checkpoints(loop, target, config, checkpoint)
     finally:
-
         if bar is not None:
             bar.update(loop.steps - last[0])
             bar.close()
-    if loop.steps < config.steps:
         log.close()
+    if loop.steps < config.steps:
         return {"interrupted_at": loop.steps}
     wall = wall_before + time.perf_counter() - start
-    log.write(loop.episodes, final=True)
-    log.close()
+    log.write(loop.episodes, final=True, last_step=loop.steps)
     lr = lifelong_return(loop.episodes, config.warmup_steps)
     summary = {
         "lifelong_return": None if math.isnan(lr) else lr,
@@ -295,6 +553,7 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
         "line_search_accept_fraction": (log.totals.get("train/line_search_ok", 0.0)
                                         / max(1.0, log.totals.get("train/constrained", 0.0))),
         "ood_fraction": log.mean("ood/fraction"),
+        "resumed_from": resumed_from,
         "env_metrics": _env_metrics(env),
         "trace": _trace_info(env),
         "return_unit": return_unit(config.reset),

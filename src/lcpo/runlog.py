@@ -37,16 +37,23 @@ class RunLog:
     """Collects training diagnostics and writes ``episodes.csv`` / ``diagnostics.csv``.
 
     Diagnostics of each update are summed into a window of ``every`` environment steps; each closed window
-    becomes one row of means (columns: ``step``, ``updates``, then the other keys seen, sorted).
+    becomes one row of means (columns: ``step``, ``updates``, then the other keys seen, sorted). A row's ``step``
+    is its window's end, except the run's last row, which is labelled with the run's last step. A run that
+    never updated (a prescient agent, or a run shorter than one rollout) gets a ``diagnostics.csv`` holding
+    only the header ``step,updates``.
 
     Args:
         out_dir: run folder.
         context_names: names of the per-episode context-mean columns (e.g. ``("wind_x", "wind_y")``).
         every: diagnostics window in environment steps.
         tensorboard: also write TensorBoard event files under ``out_dir/tb``.
+        purge_step: with ``tensorboard``, a run resumed from a checkpoint taken at step ``k`` passes ``k + 1``:
+            TensorBoard then discards the events at steps ``>= k + 1`` written before the resume (by the
+            interrupted process), so no step appears twice (``SummaryWriter(purge_step=...)``).
     """
 
-    def __init__(self, out_dir: str | Path, context_names=(), every: int = 10_000, tensorboard: bool = False):
+    def __init__(self, out_dir: str | Path, context_names=(), every: int = 10_000, tensorboard: bool = False,
+                 purge_step: int | None = None):
         self.out_dir = Path(out_dir)
         self.context_names = tuple(context_names)
         self.every = int(every)
@@ -58,9 +65,14 @@ class RunLog:
         self.updates = 0
         self._tb = None
         if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
+            self.open_tensorboard(purge_step)
 
-            self._tb = SummaryWriter(str(self.out_dir / "tb"))
+    def open_tensorboard(self, purge_step: int | None = None) -> None:
+        """Start writing TensorBoard event files under ``out_dir/tb`` (see ``purge_step`` in the class docstring)."""
+        from torch.utils.tensorboard import SummaryWriter
+
+        if self._tb is None:
+            self._tb = SummaryWriter(str(self.out_dir / "tb"), purge_step=purge_step)
 
     def on_update(self, step: int, diag: dict) -> None:
         """Record one update's diagnostics at global step ``step``."""
@@ -82,9 +94,10 @@ class RunLog:
             for name, v in zip(self.context_names, row[4:]):
                 self._tb.add_scalar(f"context/{name}", v, row[1])
 
-    def _close_window(self) -> None:
+    def _close_window(self, last_step: int | None = None) -> None:
         if self._count:
-            row = {"step": self._window_end, "updates": self._count}
+            end = self._window_end if last_step is None else min(self._window_end, int(last_step))
+            row = {"step": end, "updates": self._count}
             row.update({k: v / self._count for k, v in self._sum.items()})
             self.rows.append(row)
         self._sum, self._count = {}, 0
@@ -94,10 +107,16 @@ class RunLog:
         """Mean of a diagnostic over all updates (0 when never reported)."""
         return self.totals.get(key, 0.0) / self.updates if self.updates else 0.0
 
-    def write(self, episodes: list[tuple], final: bool = False) -> None:
-        """Write ``episodes.csv`` and ``diagnostics.csv`` atomically (``final`` flushes the open window)."""
+    def write(self, episodes: list[tuple], final: bool = False, last_step: int | None = None) -> None:
+        """Write ``episodes.csv`` and ``diagnostics.csv`` atomically.
+
+        Args:
+            episodes: the loop's episode rows.
+            final: flush the open window into a last row (at the end of the run).
+            last_step: the run's last step, the label of that last row (default: the window's end).
+        """
         if final:
-            self._close_window()
+            self._close_window(last_step)
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         ncols = max((len(r) for r in episodes), default=4)
@@ -108,7 +127,7 @@ class RunLog:
         atomic_write_text(self.out_dir / "episodes.csv", buf.getvalue())
         # stable column order (a resumed run's rows come back from JSON with sorted keys)
         seen = {k for r in self.rows for k in r}
-        keys = [k for k in ("step", "updates") if k in seen] + sorted(seen - {"step", "updates"})
+        keys = ["step", "updates"] + sorted(seen - {"step", "updates"})  # header even without rows
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
         w.writeheader()

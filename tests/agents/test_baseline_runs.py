@@ -10,7 +10,7 @@ from lcpo.envs.registration import make_env
 from lcpo.run import RunConfig, execute
 from lcpo.threads import limit_threads
 
-VOLATILE = {"wall_time_s", "steps_per_s"}
+VOLATILE = {"wall_time_s", "steps_per_s", "resumed_from"}
 TRACE = resolve_trace("wind-3", length=20_000)
 
 #: small but non-trivial settings: every agent updates (or trains) several times within 3,000 steps

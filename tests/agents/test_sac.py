@@ -148,7 +148,7 @@ def test_interrupted_and_resumed_run_equals_uninterrupted(tmp_path):
     full = execute(cfg, tmp_path / "full")
     assert execute(cfg, tmp_path / "part", stop_at=800) == {"interrupted_at": 800}
     resumed = execute(cfg, tmp_path / "part")
-    drop = {"wall_time_s", "steps_per_s"}
+    drop = {"wall_time_s", "steps_per_s", "resumed_from"}
     assert {k: v for k, v in resumed.items() if k not in drop} == {k: v for k, v in full.items() if k not in drop}
     assert (tmp_path / "part" / "episodes.csv").read_text() == (tmp_path / "full" / "episodes.csv").read_text()
     diag = [pd.read_csv(tmp_path / d / "diagnostics.csv") for d in ("part", "full")]

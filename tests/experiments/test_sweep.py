@@ -202,7 +202,7 @@ def test_sigkill_with_the_real_executor_resumes_to_the_uninterrupted_result(tmp_
     proc = subprocess.Popen(cmd + [str(cut)], start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        assert _wait_for(lambda: (run_dir(cut, spec.run_id) / "checkpoint" / "state.json").exists(), timeout=120)
+        assert _wait_for(lambda: (run_dir(cut, spec.run_id) / "checkpoint" / "latest.json").exists(), timeout=120)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

@@ -222,14 +222,34 @@ class Agent:
     def learn(self, total_steps: int, reset_condition=None, callback=None) -> "Agent":
         """Run the online loop for ``total_steps`` more environment steps; returns ``self``.
 
+        The first call starts one stream of experience (the environment is reset with the agent's seed); later
+        calls continue it: the step count, the episode rows and the environment's state carry on, and the
+        environment is never reseeded.
+
         Args:
-            total_steps: number of environment steps (each experienced once).
+            total_steps: number of environment steps (each experienced once), >= 0.
             reset_condition: ``"end"`` (default), ``"every:N"``, ``"never"``, a ``ResetAfterSteps``-like object
-                or a callable ``(agent, transition, env) -> bool`` (see :mod:`lcpo.loop`).
-            callback: optional ``(step, diagnostics) -> None`` called after every update.
+                or a callable ``(agent, transition, env) -> bool`` (see :mod:`lcpo.loop`). On a later call, a
+                condition given replaces the running one from this call on (a step count of ``every:N`` counts
+                from the switch); None keeps the running one.
+            callback: optional ``(step, diagnostics) -> None`` called after every update of this call (each
+                call's own callback; None: no callback during this call).
+
+        Raises:
+            ValueError: for a negative or non-integer ``total_steps`` or a malformed reset condition.
         """
-        if self._loop is None or reset_condition is not None:
+        if isinstance(total_steps, bool) or not float(total_steps).is_integer() or total_steps < 0:
+            raise ValueError(f"total_steps must be a non-negative integer, got {total_steps!r}")
+        if self._loop is None:
             self._loop = OnlineLoop(self.env, self, reset_condition, seed=self.seed, on_update=callback)
+        else:
+            self._loop.on_update = callback
+            if reset_condition is not None:
+                from lcpo.loop import NeverReset, parse_reset
+
+                cond = parse_reset(reset_condition)
+                self._loop.reset_condition = cond
+                self._loop.never = isinstance(cond, NeverReset)
         with limit_threads(self.threads):
             self._loop.run(self._loop.steps + int(total_steps))
         return self

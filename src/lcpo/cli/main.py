@@ -49,9 +49,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
+    from lcpo.runlock import RunFolderBusy
+
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, TypeError) as exc:
+    except (ValueError, FileNotFoundError, TypeError, RunFolderBusy) as exc:
         print(f"lcpo: error: {exc}", file=sys.stderr)
         return 2
 

@@ -71,7 +71,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--env-arg", dest="env_kwargs", action="append", metavar="KEY=VALUE",
                    help="environment argument (repeatable), e.g. continuing=true")
     p.add_argument("--checkpoint-every", type=nonneg_int, default=50_000, help="steps between checkpoints (0: none)")
-    p.add_argument("--resume", action="store_true", help="continue interrupted runs from their checkpoints")
+    p.add_argument("--resume", action="store_true",
+                   help="continue each run its folder holds: an interrupted run from its last checkpoint; a "
+                        "finished run asked for more --steps is extended from its final checkpoint, and with the "
+                        "same configuration its summary is shown; any other change of configuration is refused, "
+                        "naming each differing setting (nothing in the folder is changed); a folder without a "
+                        "checkpoint starts afresh (with a message). One process per run folder: a second one "
+                        "is refused while the first runs")
     p.add_argument("--tensorboard", action="store_true", help="write TensorBoard logs to OUT/<run>/tb")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run)
@@ -80,8 +86,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def cmd_run(args) -> int:
     """Execute ``lcpo run``; prints the lifelong return of every run (side by side for several agents)."""
-    from lcpo.run import RunConfig, execute
+    from lcpo.run import RunConfig, execute, resume_plan
 
+    if args.out.exists() and not args.out.is_dir():
+        raise ValueError(f"--out {args.out} is an existing file, not a folder")
     overrides = parse_assignments(args.overrides, "--set")
     env_kwargs = parse_assignments(args.env_kwargs, "--env-arg")
     if len(args.agent) > 1:
@@ -99,14 +107,14 @@ def cmd_run(args) -> int:
                             reset=reset, checkpoint_every=args.checkpoint_every,
                             tensorboard=args.tensorboard)
             out = args.out / f"{agent}-s{seed}"
-            if not args.resume and ((out / "summary.json").exists() or (out / "checkpoint").exists()):
-                raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
-            planned.append((agent, seed, cfg, out))
+            plan = resume_plan(cfg, out, resume=args.resume)  # a refused resume stops everything before any run
+            planned.append((agent, seed, cfg, out, plan))
     results = []
-    for agent, seed, cfg, out in planned:
-        if not (out / "summary.json").exists() and not (out / "checkpoint").exists():
+    for agent, seed, cfg, out, plan in planned:
+        if plan.action == "fresh":
             _announce_offline_training(cfg)
-        summary = execute(cfg, out, resume=args.resume, progress=not args.no_progress)
+        summary = execute(cfg, out, resume=args.resume, progress=not args.no_progress,
+                          on_message=lambda msg: print(msg, file=sys.stderr))
         results.append((agent, seed, summary, out))
         unit = summary.get("return_unit", "episode")
         print(f"{agent} seed {seed}: lifelong return {_fmt(summary['lifelong_return'])} over "

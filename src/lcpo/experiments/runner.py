@@ -11,7 +11,9 @@ Layout of a sweep folder (``RUNS_DIR``)::
 A run whose ``summary.json`` exists is finished and never started again; any other run is started with
 ``resume=True`` so the executor continues from its last checkpoint. A failed run is recorded and does not stop
 the sweep; running the sweep again retries it. One sweep process per ``RUNS_DIR`` at a time (a lock file
-enforces it).
+enforces it), and one writer per run folder: a task holds its run folder's lock
+(:class:`lcpo.runlock.RunLock`) while it runs, and a second copy of the same task (Dask re-running a task whose
+first copy is still alive) waits for that lock, then finds the run finished (or resumes it from its checkpoint).
 
 Backends: ``local`` (``concurrent.futures.ProcessPoolExecutor``, spawn start method, one run per worker
 process, default one worker per core) and ``dask`` (``dask.distributed``: an existing scheduler at
@@ -93,9 +95,10 @@ def _limit_threads() -> None:
 def run_one(config: dict[str, Any], out_dir: str, executor: str = DEFAULT_EXECUTOR) -> dict[str, Any]:
     """Run one spec in the current process (the task a worker executes).
 
-    Imports ``executor`` (a module with ``RunConfig.from_dict`` and ``execute(config, out_dir, resume,
-    progress)``), removes a stale ``error.json``, and calls ``execute(..., resume=True)``: a finished run
-    returns its summary at once, an interrupted one resumes from its checkpoint.
+    Takes the run folder's lock (waiting while another process or thread holds it: never two copies of one
+    run in one folder), imports ``executor`` (a module with ``RunConfig.from_dict`` and ``execute(config,
+    out_dir, resume, progress)``), removes a stale ``error.json``, and calls ``execute(..., resume=True)``: a
+    finished run returns its summary at once, an interrupted one resumes from its checkpoint.
 
     Args:
         config: the resolved run config (``RunConfig.to_dict`` form).
@@ -108,22 +111,25 @@ def run_one(config: dict[str, Any], out_dir: str, executor: str = DEFAULT_EXECUT
     Raises:
         RunFailed: if the executor raised; ``out_dir/error.json`` then holds the error and traceback.
     """
+    from lcpo.runlock import RunLock
+
     _limit_threads()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "error.json").unlink(missing_ok=True)
-    try:
-        module = importlib.import_module(executor)
-        run_config = module.RunConfig.from_dict(config)
-        summary = module.execute(run_config, out, resume=True, progress=False)
-        return dict(summary)
-    except Exception as exc:  # noqa: BLE001 - recorded in error.json and re-raised as RunFailed
-        tb = traceback.format_exc()
-        write_json_atomic(out / "error.json", {
-            "error": f"{type(exc).__name__}: {exc}", "traceback": tb, "config": config,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": os.uname().nodename, "pid": os.getpid(),
-        })
-        raise RunFailed(f"{out.name}: {type(exc).__name__}: {exc}\n{tb}") from None
+    with RunLock(out, wait=True):
+        (out / "error.json").unlink(missing_ok=True)
+        try:
+            module = importlib.import_module(executor)
+            run_config = module.RunConfig.from_dict(config)
+            summary = module.execute(run_config, out, resume=True, progress=False)
+            return dict(summary)
+        except Exception as exc:  # noqa: BLE001 - recorded in error.json and re-raised as RunFailed
+            tb = traceback.format_exc()
+            write_json_atomic(out / "error.json", {
+                "error": f"{type(exc).__name__}: {exc}", "traceback": tb, "config": config,
+                "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": os.uname().nodename, "pid": os.getpid(),
+            })
+            raise RunFailed(f"{out.name}: {type(exc).__name__}: {exc}\n{tb}") from None
 
 
 def _is_finished(runs_dir: Path, run_id: str) -> bool:

@@ -18,7 +18,7 @@ from lcpo.envs.straggler.presets import (
 from lcpo.loop import Transition
 from lcpo.run import RunConfig, execute
 
-VOLATILE = {"wall_time_s", "steps_per_s"}
+VOLATILE = {"wall_time_s", "steps_per_s", "resumed_from"}
 ENV = "lcpo/StragglerMitigation-v0"
 
 

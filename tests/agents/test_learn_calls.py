@@ -1,0 +1,53 @@
+"""`Agent.learn` called again continues the same stream: a new callback is honoured, a new reset condition
+changes the running loop (step count, episode rows and environment state carry on)."""
+
+import gymnasium as gym
+import pytest
+
+import lcpo.envs  # noqa: F401 - registers the lcpo/* environments
+from lcpo.agents import AGENTS
+from lcpo.contexts import resolve_trace
+
+
+def _agent(name="a2c"):
+    env = gym.make("lcpo/WindyPendulum-v0", trace=resolve_trace("wind-3", length=3000))
+    return AGENTS[name](env, seed=2, rollout_steps=100, hidden=(16, 16))
+
+
+def test_second_call_uses_its_own_callback():
+    agent = _agent()
+    first, second = [], []
+    agent.learn(300, callback=lambda step, diag: first.append(step))
+    agent.learn(300, callback=lambda step, diag: second.append(step))
+    assert first == [100, 200, 300] and second == [400, 500, 600]
+    agent.learn(100)  # no callback for this call
+    assert second == [400, 500, 600] and agent.updates == 7
+
+
+def test_second_call_with_a_reset_condition_keeps_rows_steps_and_environment():
+    agent, ref = _agent(), _agent()
+    agent.learn(450)
+    ref.learn(450)
+    rows_before = list(agent.episodes)
+    assert [r[1] for r in rows_before] == [200, 400]
+    agent.learn(300, reset_condition="every:50")
+    rows = agent.episodes
+    assert rows[:2] == rows_before  # kept, not restarted
+    assert agent._loop.steps == 750 and agent.steps == 750
+    # the open episode (started at 400) is cut by the new condition 50 steps after the switch, then every 50
+    assert [r[1] for r in rows[2:]] == list(range(500, 751, 50))
+    assert [r[3] for r in rows[2:]] == [100, 50, 50, 50, 50, 50]
+    assert [r[0] for r in rows] == list(range(len(rows)))
+    # the environment went on from where it was (global trace time 750), not reseeded to trace row 0
+    ref.learn(300)  # the same stream without the switch
+    assert ref.episodes[:2] == rows_before
+    wind = agent.env.unwrapped.get_state()["wind"]["index"]
+    assert wind == ref.env.unwrapped.get_state()["wind"]["index"] and wind >= 750
+    # switching back to the default keeps going too
+    agent.learn(200, reset_condition="end")
+    assert agent._loop.steps == 950 and agent.episodes[: len(rows)] == rows
+
+
+def test_negative_steps_are_refused():
+    with pytest.raises(ValueError, match="total_steps must be a non-negative integer, got -5"):
+        _agent().learn(-5)
