@@ -100,7 +100,7 @@ def _agents_show(args) -> int:
 
 def add_parsers(subparsers) -> None:
     """Add the ``envs`` and ``agents`` commands."""
-    p = subparsers.add_parser("envs", help="list environments and their declared context")
+    p = subparsers.add_parser("envs", help="list environments: declared context, episodic or continuing")
     s = p.add_subparsers(dest="envs_command", required=True)
     s.add_parser("list", help="all lcpo environment ids").set_defaults(func=_envs_list)
     p = subparsers.add_parser("agents", help="list agents and show their hyperparameters")

@@ -19,8 +19,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lcpo", description="Online RL in non-stationary, context-driven environments (LCPO and baselines). "
                                  f"A bare `lcpo` starts the default run, `lcpo run`: LCPO on the windy Pendulum "
                                  f"over the bundled real wind trace for {DEFAULT_STEPS:,} steps (about 2 minutes "
-                                 "on 2 cores).",
-        epilog="Help, list and show commands import no learning code and answer at once; "
+                                 "on 2 busy cores).",
+        epilog="Help and list commands import no learning code and answer at once; "
                "`lcpo COMMAND --help` for each command.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     run.add_parser(sub)
