@@ -146,6 +146,33 @@ def fidelity_section(folder: Path) -> list[str]:
     return lines + [""]
 
 
+#: paper Table 10 and our figures before the return normaliser (3 seeds, 1.6M steps, 1,000 greedy episodes)
+TABLE10_BEFORE = {"ddqn": (-149, -149.1), "sac": (-146, -151.2), "a2c": (-165, -160.6), "trpo": (-166, -152.5)}
+
+
+def table10_section(folder: Path) -> list[str]:
+    """Paper Table 10 (stationary Pendulum) with and without the return normaliser, from ``table10.json``."""
+    f = folder / "table10.json"
+    if not f.exists():
+        return []
+    data = json.loads(f.read_text())
+    res = pd.DataFrame(data["results"])
+    lines = ["## Stationary check (paper Table 10) with the return normaliser", "",
+             f"`{data['command']}` ({data['note']}). Greedy evaluation return over 1,000 fresh episodes, mean +- "
+             "standard error over seeds.", "",
+             "| agent | paper | before (no normaliser) | after | per seed | deviation from the paper |",
+             "|---|---|---|---|---|---|"]
+    for agent, (paper, before) in TABLE10_BEFORE.items():
+        r = res[res["agent"] == agent].sort_values("seed")
+        if not len(r):
+            continue
+        v = r["eval_mean"].to_numpy()
+        se = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else float("nan")
+        lines.append(f"| {agent.upper()} | {paper} | {before} | {v.mean():.1f} +- {se:.1f} | "
+                     f"{', '.join(f'{x:.1f}' for x in v)} | {100 * (v.mean() - paper) / abs(paper):+.1f} % |")
+    return lines + [""]
+
+
 def main_table(runs: pd.DataFrame) -> list[str]:
     lines = []
     for trace in ("wind-1", "wind-3"):
@@ -278,6 +305,7 @@ def report(folder: Path) -> None:
              "seeds). Our canonical traces are reconstructions of the paper's (docs/traces.md): compare ranks and "
              "gaps, not absolute values.", ""]
     lines += fidelity_section(folder / "fidelity")
+    lines += table10_section(folder)
     lines += ["## Windy Pendulum at the paper's budget", ""]
     if len(runs):
         lines += main_table(runs)
