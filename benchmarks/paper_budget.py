@@ -240,34 +240,42 @@ def timeseries_figure(runs: pd.DataFrame, trace: str, path: Path) -> bool:
     return True
 
 
-def forgetting_summary(runs: pd.DataFrame, lag: int = 10) -> tuple[list[str], dict]:
-    """Mean drift on inactive and active regimes after the warm-up, per trace and agent."""
+def forgetting_summary(runs: pd.DataFrame) -> tuple[list[str], dict]:
+    """Mean drift on inactive and active regimes after the warm-up (KL and W1, lags 100k and 1M steps), per trace
+    and agent, and the per-step curves of the drift on inactive regimes over the whole run (lag 1M)."""
     out, curves = [], {}
     for trace in ("wind-1", "wind-3"):
         sub = runs[runs["trace"] == trace]
         rows = []
         for agent, grp in sub.groupby("agent"):
-            ina, act, per_run = [], [], []
+            stats, per_run = [], []
             for run in grp["run"]:
                 f = run / "forgetting.csv.gz"
                 if not f.exists():
                     continue
                 t = pd.read_csv(f)
-                t = t[(t["lag"] == lag) & (t["step"] > 6_000_000) & (t["n_states"] >= 20)]
-                if not len(t):
+                t = t[t["n_states"] >= 20]
+                if "w1" not in t:
                     continue
-                ina.append(t.loc[~t["active"], "kl"].mean())
-                act.append(t.loc[t["active"], "kl"].mean())
-                per_run.append(t[~t["active"]].groupby("step")["kl"].mean())
-            if ina:
-                rows.append((agent, len(ina), float(np.mean(ina)), float(np.mean(act))))
-                curves[(trace, agent)] = pd.concat(per_run, axis=1).mean(axis=1)
+                row = []
+                for lag in (1, 10):
+                    w = t[(t["lag"] == lag) & (t["step"] > 6_000_000)]
+                    for col in ("kl", "w1"):
+                        row += [w.loc[~w["active"], col].mean(), w.loc[w["active"], col].mean()]
+                stats.append(row)
+                c = t[t["lag"] == 10]
+                per_run.append(c[~c["active"]].groupby("step")[["kl", "w1"]].mean())
+            if stats:
+                rows.append((agent, len(stats), np.mean(stats, axis=0)))
+                curves[(trace, agent)] = sum(per_run) / len(per_run)
         if rows:
-            out += [f"### Trace `{trace}`: policy drift over {lag * 100}k steps (KL, nats per action dimension)", "",
-                    "| agent | seeds | on inactive regimes (forgetting) | on the active regime (learning) | ratio |",
-                    "|---|---|---|---|---|"]
-            for agent, n, i, a in sorted(rows, key=lambda r: r[2]):
-                out.append(f"| {agent.upper()} | {n} | {i:.2e} | {a:.2e} | {i / a if a > 0 else float('nan'):.2f} |")
+            out += [f"### Trace `{trace}`: policy drift after the warm-up (inactive regimes / active regime)", "",
+                    "| agent | seeds | KL over 100k steps | KL over 1M steps | W1 over 100k steps (bins) | "
+                    "W1 over 1M steps (bins) |", "|---|---|---|---|---|---|"]
+            for agent, n, m in sorted(rows, key=lambda r: r[2][0]):
+                k1, k1a, w1, w1a, k10, k10a, w10, w10a = m
+                out.append(f"| {agent.upper()} | {n} | {k1:.3f} / {k1a:.3f} | {k10:.2f} / {k10a:.2f} | "
+                           f"{w1:.2f} / {w1a:.2f} | {w10:.2f} / {w10a:.2f} |")
             out.append("")
     return out, curves
 
@@ -281,15 +289,19 @@ def forgetting_figure(curves: dict, path: Path) -> bool:
     traces = sorted({t for t, _ in curves})
     if not traces:
         return False
-    fig, axes = plt.subplots(1, len(traces), figsize=(6 * len(traces), 3.8), squeeze=False)
-    for ax, trace in zip(axes[0], traces):
+    fig, axes = plt.subplots(2, len(traces), figsize=(6.5 * len(traces), 6.5), squeeze=False, sharex="col")
+    for j, trace in enumerate(traces):
         for (t, agent), c in sorted(curves.items()):
             if t == trace:
-                ax.semilogy(c.index / 1e6, c.values, label=agent.upper(), lw=1)
-        ax.set_title(f"{trace}: drift on inactive context regimes")
-        ax.set_xlabel("step (millions)")
-        ax.set_ylabel("KL(pi_{t-1M} || pi_t), nats")
-        ax.legend(fontsize=8)
+                axes[0, j].semilogy(c.index / 1e6, c["kl"].values, label=agent.upper(), lw=1)
+                axes[1, j].plot(c.index / 1e6, c["w1"].values, label=agent.upper(), lw=1)
+        axes[0, j].set_title(f"{trace}: drift on inactive context regimes, lag 1M steps")
+        axes[0, j].set_ylabel("KL(pi_{t-1M} || pi_t), nats")
+        axes[1, j].set_ylabel("W1 over bins (expected-action shift)")
+        axes[1, j].set_xlabel("step (millions)")
+        for ax in axes[:, j]:
+            ax.axvspan(0, 6, color="0.92", zorder=0)
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -318,11 +330,15 @@ def report(folder: Path) -> None:
             lines += ["## Forgetting, measured directly", "",
                       "Every 100k steps the run snapshots its actor and 32 states from the batch it just learned "
                       "from (`probe_every`, `lcpo.forgetting`). The probe set is all recorded states; their contexts "
-                      "are clustered into 4 regimes (k-means). For each snapshot, the drift on a regime is the mean "
-                      "KL(pi_{t-1M}(.|s) || pi_t(.|s)) over its probe states; the regime holding most of the states "
-                      "recorded at t is 'active', the others 'inactive'. Drift on inactive regimes is forgetting "
-                      "(the quantity LCPO's anchor constraint bounds); drift on the active one is learning. Means "
-                      "after the warm-up.", ""] + f_lines
+                      "are clustered into 4 regimes (k-means). For each snapshot t and lag L (100k or 1M steps), the "
+                      "drift on a regime is the mean over its probe states of KL(pi_{t-L}(.|s) || pi_t(.|s)) (nats "
+                      "per action dimension) and of the Wasserstein-1 distance between the two action distributions "
+                      "over the 15 ordered torque bins (in bins: how far the expected action moved; KL charges a "
+                      "move to a neighbouring bin as much as one across the range). The regime holding most of the "
+                      "states recorded at t is 'active', the others 'inactive'. Drift on inactive regimes is "
+                      "forgetting (the quantity LCPO's anchor constraint bounds; it can also be transfer), drift on "
+                      "the active one is learning. Table: means after the warm-up; figure: the whole run (grey: "
+                      "warm-up).", ""] + f_lines
             if forgetting_figure(curves, folder / "forgetting.png"):
                 lines += ["![forgetting](forgetting.png)", ""]
         lines += ["## Runs", "", "| trace | agent | seed | steps | lifelong return | wall time | steps/s |",

@@ -59,6 +59,17 @@ def test_snapshot_cadence_resume_and_drift_equal_the_analytic_kl(tmp_path):
     p0 = p[:, 0, 0]
     closed = (torch.log1p(p0 * (np.e - 1)) - p0) / agent.action_dims
     np.testing.assert_allclose(exact.numpy(), closed.numpy(), rtol=1e-4)  # float32 logits
+    # W1 over the ordered bins: sum_k |CDF_old(k) - CDF_new(k)|; here only the first bin of the first dimension
+    # gains mass, so every CDF entry of that dimension below the last moves by the same amount as p_0
+    p_new0 = agent_logits_new.exp()[:, 0, :]
+    w1_exact = ((p[:, 0, :].cumsum(-1) - p_new0.cumsum(-1)).abs().sum(-1) / agent.action_dims).numpy()
+    state_w1 = float((table["w1"] * table["n_states"]).sum() / table["n_states"].sum())
+    assert state_w1 == pytest.approx(float(w1_exact.mean()), rel=1e-4)
+    # closed form: with D = 1 + p0 (e - 1), CDF'(k) - CDF(k) = (e - 1) p0 (1 - CDF(k)) / D for every bin k
+    p0d = p[:, 0, 0]
+    cdf = p[:, 0, :].cumsum(-1)
+    closed_w1 = ((np.e - 1) * p0d * (1 - cdf).sum(-1) / (1 + p0d * (np.e - 1)) / agent.action_dims).numpy()
+    np.testing.assert_allclose(w1_exact, closed_w1, rtol=1e-4)  # float32 logits
     # regime 0 is the calm one (smaller context norm); the active regime at step 230 holds most of its draws
     assert table.loc[table["active"], "regime"].tolist() in ([0], [1])
     # resume: a probe restarted from a checkpoint at step 230 does not record k = 2 again

@@ -107,7 +107,10 @@ def forgetting_table(run_dir: str | Path, actor, context_indices, regimes: int =
 
     Returns:
         A ``pandas.DataFrame`` with columns ``step``, ``regime``, ``kl`` (mean nats per action dimension over the
-        regime's probe states), ``active`` (bool), ``n_states``; empty if fewer than ``lag + 1`` snapshots.
+        regime's probe states), ``w1`` (mean Wasserstein-1 distance between the two action distributions over the
+        ordered bins, in bins, per action dimension: how far the expected action moved, which KL does not see for
+        discretized continuous actions, where a move to a neighbouring bin costs as much KL as one across the
+        range), ``active`` (bool), ``n_states``; empty if fewer than ``lag + 1`` snapshots.
 
     Raises:
         ValueError: if ``lag`` < 1 or the run has no context entries.
@@ -123,7 +126,7 @@ def forgetting_table(run_dir: str | Path, actor, context_indices, regimes: int =
     if not idx:
         raise ValueError("forgetting_table needs the environment's context entries (context_indices is empty)")
     snaps = load_snapshots(run_dir)
-    cols = ["step", "regime", "kl", "active", "n_states"]
+    cols = ["step", "regime", "kl", "w1", "active", "n_states"]
     if len(snaps) <= lag:
         return pd.DataFrame(columns=cols)
     probe = np.concatenate([s["obs"] for s in snaps]).astype(np.float32)
@@ -146,10 +149,12 @@ def forgetting_table(run_dir: str | Path, actor, context_indices, regimes: int =
         p_old, p_new = logps[i - lag], logps[i]
         # (n,) nats per action dimension; >= 0 by construction, exact with zero-probability actions
         kl = (categorical.kl(p_old, p_new) / p_old.shape[-2]).numpy()
+        # (n,) Wasserstein-1 distance over the ordered bins (in bins), mean over action dimensions
+        w1 = (p_old.exp().cumsum(-1) - p_new.exp().cumsum(-1)).abs().sum(-1).mean(-1).numpy()
         counts = np.bincount(labels[owner == i], minlength=k)
         active = int(np.argmax(counts))
         for r in range(k):
             m = labels == r
-            rows.append((snaps[i]["step"], r, float(kl[m].mean()) if m.any() else float("nan"), r == active,
-                         int(m.sum())))
+            rows.append((snaps[i]["step"], r, float(kl[m].mean()) if m.any() else float("nan"),
+                         float(w1[m].mean()) if m.any() else float("nan"), r == active, int(m.sum())))
     return pd.DataFrame(rows, columns=cols)
