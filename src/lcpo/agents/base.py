@@ -37,7 +37,8 @@ _FLOAT_RANGES: dict[str, tuple] = {
         "gae_lambda", "transient_decay", "tau", "real_ratio", "epsilon_final", "ewc_beta", "accept_ratio",
         "entropy_target")},
     **{k: (0.0, False, None, False) for k in (
-        "max_grad_norm", "alpha_init", "entropy_base", "rho_bar", "c_bar", "ood_threshold")},
+        "max_grad_norm", "alpha_init", "entropy_base", "rho_bar", "c_bar", "ood_threshold", "ood_std_threshold")},
+    "ood_target_fraction": (0.0, False, 1.0, False),
     **{k: (0.0, True, None, False) for k in (
         "weight_decay", "damping", "entropy_coef", "ewc_alpha", "policy_cloning", "value_cloning",
         "c_anchor", "c_recent", "cusum_k")},
@@ -50,6 +51,9 @@ _ZERO_OK_COUNTS = frozenset({"train_steps", "train_episode_steps", "max_backtrac
 #: ``max_kl``, ``epochs``; LCPO-P ``kappa``; MBCD ``cusum_h``; Prescient ``train_steps``): only type,
 #: finiteness and integrality are checked here.
 _SELF_CHECKED = frozenset({"clip", "max_kl", "epochs", "kappa", "cusum_h", "train_steps", "train_episode_steps"})
+#: Fields that take a number or one of a few words (their default is a word): LCPO's ``ood_threshold`` is a
+#: positive number, ``"auto"`` (calibrated, :mod:`lcpo.ood.calibration`) or ``"env"`` (the declared one).
+_NUMBER_OR_WORDS: dict[str, tuple[str, ...]] = {"ood_threshold": ("auto", "env")}
 
 
 def _interval_text(low, low_inc, high, high_inc) -> str:
@@ -73,6 +77,14 @@ def _check_hyperparameter(name: str, value, default):
         ValueError: naming ``name`` and ``value`` for a wrong type, a non-finite or non-integral number, a
             malformed tuple, or a value outside the field's sanity range.
     """
+    if name in _NUMBER_OR_WORDS:
+        words = _NUMBER_OR_WORDS[name]
+        if isinstance(value, str):
+            if value not in words:
+                raise ValueError(f"hyperparameter {name!r} must be a positive number or one of "
+                                 f"{', '.join(map(repr, words))}, got {value!r}")
+            return value
+        default = 1.0  # a number: checked as a float field below (finite, in its sanity range)
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ValueError(f"hyperparameter {name!r} must be a bool (true/false), got {value!r}")

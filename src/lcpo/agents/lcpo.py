@@ -4,7 +4,8 @@ Every rollout of ``rollout_steps`` transitions:
 
 1. the critic takes one Adam step on the GAE lambda-returns (as in A2C);
 2. a detector fitted on the rollout's contexts labels reservoir samples OOD; the OOD sampler (Algorithm 3)
-   draws ``5 b`` candidates and returns ``b`` OOD anchor states, or nothing;
+   draws ``5 b`` candidates and returns ``b`` OOD anchor states, or nothing (the threshold: the
+   environment's declared one, a number, or calibrated during the run, :mod:`lcpo.ood.calibration`);
 3. with anchors, the policy takes the constrained step of Algorithm 1
    (:func:`lcpo.optim.kl_constrained_step`): the natural-gradient direction of the surrogate
    ``-mean(A_t pi(a_t|s_t) / pi_old(a_t|s_t)) - alpha H`` under the Fisher of the anchor states (conjugate
@@ -30,6 +31,7 @@ from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters
 from lcpo.envs.context import get_context_spec
 from lcpo.memory.reservoir import ReservoirBuffer
 from lcpo.nets import CategoricalPolicy
+from lcpo.ood.calibration import AutoThreshold, load_calibration
 from lcpo.ood.detectors import make_detector
 from lcpo.ood.sampler import sample_ood
 from lcpo.optim.constrained import kl_constrained_step
@@ -63,7 +65,17 @@ class LCPOHyperparameters(OnPolicyHyperparameters):
         ood_batch: anchor batch size ``b``.
         ood_candidates_factor: candidates drawn per anchor (``s = factor * b``).
         detector: ``"l2"`` (main runs), ``"mahalanobis"`` or ``"mahalanobis-full"`` (handicapped).
-        ood_threshold: sigma^2 for L2 (squared context units), D^2 for Mahalanobis.
+        ood_threshold: a positive number: sigma^2 for L2 (squared trace units), D^2 for Mahalanobis;
+            ``"auto"``: calibrated during the run by the rule ``ood_auto_rule`` (``lcpo.ood.calibration``;
+            docs/lcpo.md, "Automatic OOD threshold"); ``"env"`` (default): the threshold the environment
+            declares for the detector (``context_spec.ood_thresholds``; windy envs: L2 sigma^2 = 1, straggler:
+            Mahalanobis D^2 = 24), else ``"auto"``.
+        ood_auto_rule: the automatic threshold's rule: ``"quantile"`` (both detectors) or ``"standardized"``
+            (L2 only).
+        ood_target_fraction: the quantile rule's target OOD fraction ``q`` in (0, 1): the threshold is the
+            running geometric mean of the per-update distance that ``q`` of the reservoir candidates exceed.
+        ood_std_threshold: the standardized rule's ``tau``: OOD if the squared L2 distance, in units of each
+            context axis's running standard deviation, exceeds it.
         auto_entropy: tune the entropy temperature automatically.
         entropy_base: alpha = entropy_base * exp(theta_e).
         entropy_target: target entropy per action dimension, as a fraction of ln(bins) (0.1), in ``[0, 1)``:
@@ -81,7 +93,10 @@ class LCPOHyperparameters(OnPolicyHyperparameters):
     ood_batch: int = 200
     ood_candidates_factor: int = 5
     detector: str = "l2"
-    ood_threshold: float = 1.0
+    ood_threshold: float | str = "env"
+    ood_auto_rule: str = "quantile"
+    ood_target_fraction: float = 0.5
+    ood_std_threshold: float = 1.0
     auto_entropy: bool = True
     entropy_base: float = 0.03
     entropy_target: float = 0.1
@@ -115,7 +130,8 @@ class LCPO(OnPolicyAgent):
         super().__init__(env, seed, hparams, **overrides)
         hp = self.hp
         self.context_spec = get_context_spec(env)
-        self.detector = make_detector(hp.detector, self.context_spec, hp.ood_threshold)
+        self.detector = make_detector(hp.detector, self.context_spec, hp.ood_threshold, rule=hp.ood_auto_rule,
+                                      target_fraction=hp.ood_target_fraction, std_threshold=hp.ood_std_threshold)
         self.reservoir = ReservoirBuffer(hp.reservoir_size, self.obs_dim, self.rngs["buffer"])
         self.log_alpha = torch.zeros(1, requires_grad=True)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=hp.entropy_lr)
@@ -141,6 +157,9 @@ class LCPO(OnPolicyAgent):
         self.detector.fit(recent_np)
         anchors, ood_frac = sample_ood(self.reservoir, self.detector, hp.ood_batch, hp.ood_candidates_factor)
         diag["ood/fraction"] = ood_frac
+        threshold = self.detector.threshold_report  # NaN only before an automatic threshold's first calibration
+        if math.isfinite(threshold):
+            diag["ood/threshold"] = threshold
         alpha = self.alpha
         msum = mask.sum().clamp(min=1.0)
 
@@ -206,11 +225,14 @@ class LCPO(OnPolicyAgent):
         return diag
 
     def state_dict(self) -> dict:
-        """The on-policy state plus reservoir, temperature, its optimizer and LCPO's counters."""
+        """The on-policy state plus reservoir, temperature, its optimizer, LCPO's counters and (for an automatic
+        OOD threshold) the calibrator's state."""
         state = super().state_dict()
         state.update({"reservoir": self.reservoir.state_dict(), "log_alpha": self.log_alpha.detach().clone(),
                       "alpha_opt": self.alpha_opt.state_dict(), "constrained_updates": self.constrained_updates,
                       "accepted_steps": self.accepted_steps})
+        if isinstance(self.detector, AutoThreshold):
+            state["ood_calibration"] = self.detector.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -222,3 +244,4 @@ class LCPO(OnPolicyAgent):
         self.alpha_opt.load_state_dict(state["alpha_opt"])
         self.constrained_updates = int(state["constrained_updates"])
         self.accepted_steps = int(state["accepted_steps"])
+        load_calibration(self.detector, state)

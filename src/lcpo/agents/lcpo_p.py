@@ -18,16 +18,18 @@ reservoir, OOD batch and detector as LCPO (Table 11).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from lcpo.agents.ppo import PPO, PPOHyperparameters
 from lcpo import categorical
+from lcpo.agents.ppo import PPO, PPOHyperparameters
 from lcpo.envs.context import get_context_spec
 from lcpo.memory.reservoir import ReservoirBuffer
 from lcpo.nets import CategoricalPolicy
+from lcpo.ood.calibration import AutoThreshold, load_calibration
 from lcpo.ood.detectors import make_detector
 from lcpo.ood.sampler import sample_ood
 
@@ -59,7 +61,12 @@ _LCPOP_ATTRIBUTES = """
         ood_batch: anchor batch size ``b``.
         ood_candidates_factor: candidates drawn per anchor (``s = factor * b``).
         detector: ``"l2"`` (main runs), ``"mahalanobis"`` or ``"mahalanobis-full"``.
-        ood_threshold: sigma^2 for L2 (squared context units), D^2 for Mahalanobis.
+        ood_threshold: a positive number (sigma^2 for L2 in squared trace units, D^2 for Mahalanobis),
+            ``"auto"`` (calibrated during the run, as LCPO's) or ``"env"`` (default: the environment's declared
+            threshold for the detector, else ``"auto"``).
+        ood_auto_rule: the automatic threshold's rule, ``"quantile"`` or ``"standardized"`` (L2 only).
+        ood_target_fraction: the quantile rule's target OOD fraction ``q`` in (0, 1).
+        ood_std_threshold: the standardized rule's ``tau`` (squared running-std units).
 """
 
 
@@ -71,7 +78,10 @@ class LCPOPHyperparameters(PPOHyperparameters):
     ood_batch: int = 200
     ood_candidates_factor: int = 5
     detector: str = "l2"
-    ood_threshold: float = 1.0
+    ood_threshold: float | str = "env"
+    ood_auto_rule: str = "quantile"
+    ood_target_fraction: float = 0.5
+    ood_std_threshold: float = 1.0
 
 
 LCPOPHyperparameters.__doc__ = (PPOHyperparameters.__doc__.rstrip().replace(
@@ -104,7 +114,8 @@ class LCPOP(PPO):
         if not hp.kappa >= 0.0:
             raise ValueError(f"LCPO-P kappa must be >= 0, got {hp.kappa}")
         self.context_spec = get_context_spec(env)
-        self.detector = make_detector(hp.detector, self.context_spec, hp.ood_threshold)
+        self.detector = make_detector(hp.detector, self.context_spec, hp.ood_threshold, rule=hp.ood_auto_rule,
+                                      target_fraction=hp.ood_target_fraction, std_threshold=hp.ood_std_threshold)
         self.reservoir = ReservoirBuffer(hp.reservoir_size, self.obs_dim, self.rngs["ood"])
         self.constrained_updates = 0
         self._anchor: tuple[torch.Tensor, torch.Tensor] | None = None  # (anchor obs, pre-update log-probs)
@@ -115,6 +126,9 @@ class LCPOP(PPO):
         self.detector.fit(self.rollout.obs[: self.rollout.ptr])
         anchors, ood_frac = sample_ood(self.reservoir, self.detector, hp.ood_batch, hp.ood_candidates_factor)
         diag["ood/fraction"] = ood_frac
+        threshold = self.detector.threshold_report  # NaN only before an automatic threshold's first calibration
+        if math.isfinite(threshold):
+            diag["ood/threshold"] = threshold
         diag["train/constrained"] = float(anchors is not None)
         if anchors is None:
             return None
@@ -140,9 +154,11 @@ class LCPOP(PPO):
         self.reservoir.add_batch(self.rollout.obs[: self.rollout.ptr])
 
     def state_dict(self) -> dict:
-        """:meth:`PPO.state_dict` plus the reservoir and counters."""
+        """:meth:`PPO.state_dict` plus the reservoir, counters and (automatic OOD threshold) the calibrator."""
         state = super().state_dict()
         state.update({"reservoir": self.reservoir.state_dict(), "constrained_updates": self.constrained_updates})
+        if isinstance(self.detector, AutoThreshold):
+            state["ood_calibration"] = self.detector.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -150,3 +166,4 @@ class LCPOP(PPO):
         super().load_state_dict(state)
         self.reservoir.load_state_dict(state["reservoir"])
         self.constrained_updates = int(state["constrained_updates"])
+        load_calibration(self.detector, state)

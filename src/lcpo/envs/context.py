@@ -40,10 +40,15 @@ class ContextSpec:
             environment, e.g. 1/8 on InvertedDoublePendulum). Detector thresholds are given in trace units and
             rescaled with it, so the same threshold means the same wind on every environment (spec: "scale
             them with the trace, or LCPO silently finds no OOD samples").
+        ood_thresholds: OOD thresholds the environment declares, per detector name (``{"l2": 1.0}``: sigma^2
+            in trace units; ``{"mahalanobis": 24.0}``: ``D^2``), e.g. the paper's hand-tuned values. Agents
+            whose ``ood_threshold`` is ``"env"`` (the default) use the declared one for their detector and
+            calibrate it automatically (``"auto"``, :mod:`lcpo.ood.calibration`) when none is declared. A
+            mapping is accepted and stored as sorted ``(name, value)`` pairs.
 
     Raises:
-        ValueError: if ``names`` and ``indices`` differ in length, an index repeats, or the groups do not
-            partition ``indices``.
+        ValueError: if ``names`` and ``indices`` differ in length, an index repeats, the groups do not
+            partition ``indices``, or a declared OOD threshold is not positive and finite.
     """
 
     indices: tuple[int, ...]
@@ -52,6 +57,7 @@ class ContextSpec:
     units: str = ""
     bound: float = float("inf")
     scale: float = 1.0
+    ood_thresholds: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         idx = tuple(int(i) for i in self.indices)
@@ -67,11 +73,21 @@ class ContextSpec:
         object.__setattr__(self, "groups", groups)
         if not (np.isfinite(self.scale) and self.scale > 0):
             raise ValueError(f"ContextSpec: scale must be positive and finite, got {self.scale}")
+        items = self.ood_thresholds.items() if isinstance(self.ood_thresholds, dict) else self.ood_thresholds
+        thresholds = tuple(sorted((str(k), float(v)) for k, v in items))
+        for k, v in thresholds:
+            if not (np.isfinite(v) and v > 0):
+                raise ValueError(f"ContextSpec: declared OOD threshold {k}={v} must be positive and finite")
+        object.__setattr__(self, "ood_thresholds", thresholds)
 
     @property
     def dim(self) -> int:
         """Number of context entries in the observation."""
         return len(self.indices)
+
+    def declared_threshold(self, detector: str) -> float | None:
+        """The OOD threshold declared for ``detector`` (e.g. ``"l2"``), or None if the environment declares none."""
+        return dict(self.ood_thresholds).get(detector)
 
     def select(self, obs: np.ndarray) -> np.ndarray:
         """Context entries of observations.
@@ -105,6 +121,7 @@ class ContextSpec:
             "units": self.units,
             "bound": self.bound,
             "scale": self.scale,
+            "ood_thresholds": dict(self.ood_thresholds),
         }
 
 

@@ -123,7 +123,8 @@ class TrapGridEnv(gym.Env):
         self.render_mode = None
         self.observation_space = gym.spaces.Box(0.0, 1.0, (N_CELLS + 1,), dtype=np.float32)
         self.action_space = gym.spaces.Discrete(4)
-        self.context_spec = ContextSpec((N_CELLS,), ("trap",), units="0 = off, 1 = on", bound=1.0)
+        self.context_spec = ContextSpec((N_CELLS,), ("trap",), units="0 = off, 1 = on", bound=1.0,
+                                        ood_thresholds={"l2": 0.5})  # the spec's Figure 1 setting
         #: number of (cell, context) pairs: the row count of a tabular agent (:meth:`tabular_index`).
         self.n_tabular_states = 2 * N_CELLS
         self._pos = START

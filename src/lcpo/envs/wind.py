@@ -115,7 +115,9 @@ class WindProcess:
         ys = tuple(range(base_dim + L, base_dim + 2 * L))
         names = tuple(f"wind_x[t-{k}]" if k else "wind_x[t]" for k in range(L)) + tuple(
             f"wind_y[t-{k}]" if k else "wind_y[t]" for k in range(L))
-        return ContextSpec(xs + ys, names, (xs, ys), units=units, bound=WIND_BOUND, scale=1.0 / self.divisor)
+        # the paper's main L2 threshold, sigma^2 = 1 in trace units (spec "OOD detection"); others: "auto"
+        return ContextSpec(xs + ys, names, (xs, ys), units=units, bound=WIND_BOUND, scale=1.0 / self.divisor,
+                           ood_thresholds={"l2": 1.0})
 
     def get_state(self) -> dict:
         """Checkpointable state (index and lag window)."""

@@ -19,6 +19,11 @@ Written into the output folder (``lcpo report RUNS_DIR --out DIR``):
   :data:`MIN_SCHEMES_FOR_CDF` schemes, and it says on its face that intervals are not shown.
 - ``ablation_<agent>_<hyperparameter>.{csv,png}`` for every hyperparameter the sweep varies for an agent
   (e.g. LCPO's reservoir size: paper Figure 4; its OOD threshold: Table 7).
+- an *OOD detection* table in ``report.md`` for the schemes with an OOD detector (LCPO, LCPO-P): per (env,
+  trace, scheme), means over seeds of the fraction of updates that found an anchor batch
+  (``constrained_fraction``), the OOD fraction of the candidates (``ood_fraction``) and the threshold in force
+  (``diag/ood/threshold``: sigma^2 in trace units for L2, ``D^2`` for Mahalanobis; it moves over a run with
+  ``ood_threshold = "auto"``, whose per-window values are in each run's ``diagnostics.csv``).
 - ``timeseries_<env>_<trace>.png``: episodic return over time per scheme (mean over seeds, min-max band)
   above the context (episode means of each context entry), like paper Figure 9. Every episode is placed at
   the middle of the steps it covers, ``step - length / 2`` (``step`` is its end), in both panels; returns are
@@ -348,6 +353,22 @@ def _ablations(done: pd.DataFrame, out_dir: Path, confidence: float, seed: int) 
     return results
 
 
+def _ood_table(done: pd.DataFrame) -> str:
+    """Markdown table of the OOD diagnostics of the schemes that report them ("" when none does)."""
+    if "diag/ood/fraction" not in done.columns:
+        return ""
+    ood = done[done["diag/ood/fraction"].notna()]
+    rows = []
+    for (env, trace, scheme), grp in ood.groupby(["env", "trace", "scheme"], sort=True, dropna=False):
+        thr = grp["diag/ood/threshold"].mean() if "diag/ood/threshold" in grp.columns else math.nan
+        rows.append([str(env), str(trace), scheme, f"{grp['constrained_fraction'].mean():.2f}",
+                     f"{grp['ood_fraction'].mean():.2f}", "n/a" if math.isnan(thr) else f"{thr:.3g}"])
+    if not rows:
+        return ""
+    return _md_table(["env", "trace", "scheme", "updates with anchors", "OOD fraction of candidates",
+                      "mean threshold"], rows)
+
+
 def _episode_midpoints(ep: pd.DataFrame) -> np.ndarray:
     """Middle of the steps each episode of one run covers, ``(start + end) / 2`` (float64, shape ``(E,)``).
 
@@ -521,6 +542,13 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
             for name, csv_path, png_path, table_md in abl:
                 md += [f"### {name}", "", table_md, "", f"![{name}]({png_path.name})", "",
                        f"CSV: [{csv_path.name}]({csv_path.name})", ""]
+        ood = _ood_table(done)
+        if ood:
+            md += ["## OOD detection", "",
+                   ("Means over seeds: the fraction of updates whose OOD sampler found an anchor batch, the OOD "
+                    "fraction of the reservoir candidates, and the threshold in force (sigma^2 in trace units for "
+                    "L2, D^2 for Mahalanobis; with `ood_threshold = \"auto\"` it is calibrated during the run "
+                    "and `ood/threshold` in each run's diagnostics.csv shows it over time)."), "", ood, ""]
         ts = _timeseries(done, episodes, schemes, out_dir)
         if ts:
             md += ["## Return and context over time (paper Figure 9)", ""]

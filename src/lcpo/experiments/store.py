@@ -13,7 +13,8 @@ trace_length, steps,   from the resolved config (``steps`` is the budget; ``step
 warmup_steps, reset,
 seed
 scheme                 agent plus its overrides, e.g. ``lcpo[ood_threshold=0.5]``; the report's column
-hp/<name>              one column per overridden hyperparameter (lists as JSON text)
+hp/<name>              one column per overridden hyperparameter (lists as JSON text; a column that
+                       mixes words and numbers, e.g. ``ood_threshold`` "auto" and 0.25, is text throughout)
 env_kwargs             JSON text
 lifelong_return        mean episodic return of episodes ending after the warm-up (paper Section 5)
 episodes, steps_done,  from summary.json
@@ -176,6 +177,9 @@ def collect(runs_dir: str | Path, run_ids: Sequence[str] | None = None) -> tuple
             vals = [r[col] for r in rows if r.get(col) is not None]
             if vals and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
                 runs[col] = runs[col].astype("Int64")  # keep integers integer next to missing values
+            elif any(isinstance(v, str) for v in vals) and not all(isinstance(v, str) for v in vals):
+                # words next to numbers (ood_threshold = ["auto", 0.25, 1.0]): one text column, numbers as JSON
+                runs[col] = [None if r.get(col) is None else _fmt(r[col]) for r in rows]
     episode_frames = []
     for rid, _ in specs:
         path = runs_root(runs_dir) / rid / "episodes.csv"

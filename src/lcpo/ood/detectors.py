@@ -13,7 +13,7 @@ import numpy as np
 
 from lcpo.envs.context import ContextSpec
 
-__all__ = ["OODDetector", "L2Distance", "Mahalanobis", "make_detector", "mahalanobis_sq"]
+__all__ = ["OODDetector", "L2Distance", "Mahalanobis", "gaussian_fit", "make_detector", "mahalanobis_sq"]
 
 
 class OODDetector(Protocol):
@@ -60,6 +60,11 @@ class L2Distance:
         d = self.spec.summary(obs) - self.center
         return np.einsum("ij,ij->i", d, d)
 
+    @property
+    def threshold_report(self) -> float:
+        """The threshold as a diagnostic (``ood/threshold``): sigma^2 in trace units."""
+        return self.sigma2
+
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         return self.distance_sq(obs) > self.threshold
 
@@ -68,6 +73,27 @@ def mahalanobis_sq(x: np.ndarray, mean: np.ndarray, precision: np.ndarray) -> np
     """``(N,)`` squared Mahalanobis distances ``(x - mean)^T P (x - mean)`` for ``x (N, d)``."""
     d = x - mean
     return np.einsum("ij,jk,ik->i", d, precision, d)
+
+
+def gaussian_fit(x: np.ndarray, ridge: float = 1e-6, floor: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and regularised precision of ``x (M, d)``, ``M >= 1`` (the Mahalanobis detector's fit).
+
+    The sample covariance ``Sigma`` (zero for ``M = 1``) is regularised as
+    ``Sigma + (ridge * tr(Sigma) / d + floor) I`` and inverted by symmetric eigendecomposition, so the
+    precision is finite even for a constant or collinear ``x``.
+
+    Returns:
+        ``(mean (d,), precision (d, d))``, float64.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    mean = x.mean(axis=0)
+    cov = np.cov(x, rowvar=False, bias=False) if x.shape[0] > 1 else np.zeros((x.shape[1],) * 2)
+    cov = np.atleast_2d(cov)
+    d = cov.shape[0]
+    reg = ridge * max(np.trace(cov), 0.0) / d + floor
+    w, v = np.linalg.eigh(cov + reg * np.eye(d))
+    w = np.maximum(w, reg)
+    return mean, (v / w) @ v.T
 
 
 class Mahalanobis:
@@ -108,14 +134,7 @@ class Mahalanobis:
         x = self._features(recent_obs)
         if x.shape[0] < 1:
             raise ValueError("Mahalanobis.fit needs at least one recent observation")
-        self.mean = x.mean(axis=0)
-        cov = np.cov(x, rowvar=False, bias=False) if x.shape[0] > 1 else np.zeros((x.shape[1],) * 2)
-        cov = np.atleast_2d(cov)
-        d = cov.shape[0]
-        reg = self.ridge * max(np.trace(cov), 0.0) / d + self.floor
-        w, v = np.linalg.eigh(cov + reg * np.eye(d))
-        w = np.maximum(w, reg)
-        self.precision = (v / w) @ v.T
+        self.mean, self.precision = gaussian_fit(x, self.ridge, self.floor)
         return self
 
     def distance_sq(self, obs: np.ndarray) -> np.ndarray:
@@ -124,20 +143,49 @@ class Mahalanobis:
             raise RuntimeError("Mahalanobis: call fit(recent_obs) first")
         return mahalanobis_sq(self._features(obs), self.mean, self.precision)
 
+    @property
+    def threshold_report(self) -> float:
+        """The threshold as a diagnostic (``ood/threshold``): ``D^2``."""
+        return self.threshold
+
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         return self.distance_sq(obs) > self.threshold
 
 
-def make_detector(name: str, spec: ContextSpec, threshold: float) -> OODDetector:
+def make_detector(name: str, spec: ContextSpec, threshold: float | str, *, rule: str = "quantile",
+                  target_fraction: float = 0.5, std_threshold: float = 1.0) -> OODDetector:
     """Build a detector by name: ``"l2"``, ``"mahalanobis"`` or ``"mahalanobis-full"`` (handicapped).
 
+    Args:
+        name: the detector.
+        spec: the environment's context declaration.
+        threshold: a positive number (sigma^2 in trace units for L2, ``D^2`` for Mahalanobis); ``"auto"``: an
+            automatically calibrated threshold (:class:`lcpo.ood.calibration.AutoThreshold` with ``rule``,
+            ``target_fraction``, ``std_threshold``); ``"env"``: the threshold ``spec`` declares for ``name``
+            (:meth:`ContextSpec.declared_threshold`), else ``"auto"``.
+        rule, target_fraction, std_threshold: the automatic threshold's settings (ignored for a number).
+
     Raises:
-        ValueError: for an unknown name.
+        ValueError: for an unknown name, a threshold that is neither a positive number nor ``"auto"``/``"env"``,
+            or invalid automatic settings.
     """
+    if name not in ("l2", "mahalanobis", "mahalanobis-full"):
+        raise ValueError(f"unknown OOD detector {name!r}; choose 'l2', 'mahalanobis' or 'mahalanobis-full'")
+    if rule not in ("quantile", "standardized"):  # checked even when unused, so a typo never goes unnoticed
+        raise ValueError(f"unknown automatic OOD threshold rule {rule!r}; choose 'quantile' or 'standardized'")
+    if isinstance(threshold, str):
+        if threshold == "env":
+            declared = spec.declared_threshold(name) if spec is not None else None
+            threshold = "auto" if declared is None else declared
+        if threshold == "auto":
+            from lcpo.ood.calibration import AutoThreshold  # calibration imports this module
+
+            return AutoThreshold(name, spec, rule=rule, target_fraction=target_fraction,
+                                 std_threshold=std_threshold)
+        if isinstance(threshold, str):
+            raise ValueError(f"OOD threshold must be a positive number, 'auto' or 'env', got {threshold!r}")
     if name == "l2":
         return L2Distance(spec, threshold)
     if name == "mahalanobis":
         return Mahalanobis(spec, threshold)
-    if name == "mahalanobis-full":
-        return Mahalanobis(spec, threshold, full_observation=True)
-    raise ValueError(f"unknown OOD detector {name!r}; choose 'l2', 'mahalanobis' or 'mahalanobis-full'")
+    return Mahalanobis(spec, threshold, full_observation=True)

@@ -15,7 +15,8 @@ def sample_ood(reservoir: ReservoirBuffer, detector: OODDetector, batch: int, fa
 
     Draws ``s = factor * batch`` candidates uniformly without replacement from the reservoir (all of it if it
     holds fewer), keeps those the (already fitted) detector labels OOD, and returns the first ``batch`` of them,
-    or nothing if fewer than ``batch`` were found.
+    or nothing if fewer than ``batch`` were found. A detector with a ``calibrate(candidates)`` method (the
+    automatic threshold, :class:`lcpo.ood.calibration.AutoThreshold`) gets the candidates first, once per call.
 
     Args:
         reservoir: the buffer of past states.
@@ -31,6 +32,9 @@ def sample_ood(reservoir: ReservoirBuffer, detector: OODDetector, batch: int, fa
     if idx.size == 0:
         return None, 0.0
     cand = reservoir.data[idx]
+    calibrate = getattr(detector, "calibrate", None)
+    if calibrate is not None:  # an automatic threshold (lcpo.ood.calibration) absorbs this update's candidates
+        calibrate(cand)
     mask = detector(cand)
     frac = float(mask.mean())
     hits = np.flatnonzero(mask)

@@ -228,7 +228,8 @@ class StragglerMitigationEnv(gym.Env):
         base = 2 * self.n_servers
         self.context_spec = ContextSpec(indices=(base + 6, base + 9), names=("rate_ema_0.99", "size_ema_0.99"),
                                         groups=((base + 6,), (base + 9,)),
-                                        units="normalized by rate_scale (req/s) and size_scale (ms)")
+                                        units="normalized by rate_scale (req/s) and size_scale (ms)",
+                                        ood_thresholds={"mahalanobis": 24.0})  # the paper's "Med" D^2
         self.obs_names = obs_names(self.n_servers)
         self._timeouts = [float(x) for x in TIMEOUTS_MS]
         self._started = False

@@ -1,0 +1,339 @@
+"""Automatic OOD threshold (``ood_threshold="auto"``): a detector whose threshold is set from the data.
+
+LCPO's OOD threshold is in the context's own units (squared context units for L2, ``D^2`` for Mahalanobis) and
+the paper lists choosing it automatically as future work (Section 6). A threshold given in the wrong units
+silently turns LCPO into A2C (no OOD state found) or constrains it on almost every past state. The rules here
+need no unit: multiplying every context entry by any ``c > 0`` (a change of units the environment does not
+declare) leaves every OOD label unchanged, exactly in real arithmetic (``docs/lcpo.md``, "Automatic OOD
+threshold").
+
+Two rules, compared in ``docs/lcpo.md`` with learning runs (``benchmarks/ood_auto.py``):
+
+``"quantile"`` (the default of ``"auto"``; one parameter, the target OOD fraction ``q``)
+    At every update the OOD sampler draws ``N = 5 b`` reservoir states (paper Algorithm 3); their distances to
+    the recent batch give the statistic ``t_u`` that would label exactly the ``k = ceil(q N)`` farthest of them
+    OOD (the midpoint between the ``k``-th and the ``(k+1)``-th largest distance). The threshold is the geometric
+    mean of ``t_u`` over every update so far, ``theta_u = exp(mean_{v <= u} log t_v)``: slowly re-estimated, with
+    equal weight on the whole history, so a recent batch whose context is new finds far more than ``q`` of the
+    reservoir OOD and a stationary stretch finds less. L2 distances scale by ``c^2`` under a change of units and
+    so do ``t_u`` and ``theta_u``; Mahalanobis distances do not change.
+
+``"standardized"`` (one parameter ``tau``; L2 only)
+    Each context axis is divided by its running standard deviation over every context seen so far; a state is
+    OOD if its squared L2 distance to the recent mean in these units exceeds ``tau``.
+
+Both keep exact per-run statistics (:class:`RunningMoments`) of the detector's features, which fix two
+degenerate cases without a unit: a distance below ``1e-6`` of the features' running variance never counts as
+OOD, and the Mahalanobis detector works on features divided by their running standard deviation, so its
+covariance floor (``Mahalanobis``'s ``floor``) is relative to the context's own spread.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from lcpo.envs.context import ContextSpec
+from lcpo.ood.detectors import gaussian_fit, mahalanobis_sq
+
+__all__ = ["AUTO_RULES", "AutoThreshold", "RunningMoments", "load_calibration", "quantile_statistic"]
+
+#: the rules of :class:`AutoThreshold`; the first is the one ``ood_threshold="auto"`` uses by default.
+AUTO_RULES = ("quantile", "standardized")
+#: detectors :class:`AutoThreshold` calibrates (names of :func:`lcpo.ood.detectors.make_detector`).
+AUTO_DETECTORS = ("l2", "mahalanobis", "mahalanobis-full")
+#: distances below this fraction of the features' running variance (summed over features for L2) are never
+#: OOD: a context that has not changed in its own terms is in distribution, whatever its units.
+REL_EPS = 1e-6
+
+
+class RunningMoments:
+    """Exact running mean and variance per feature over every batch seen (float64).
+
+    Batches are merged with the pairwise update of Chan, Golub and LeVeque (1979), so the result does not
+    depend on how the stream was cut into batches beyond float rounding.
+
+    Args:
+        dim: number of features ``k``.
+    """
+
+    def __init__(self, dim: int):
+        self.n = 0
+        self.mean = np.zeros(dim)
+        self.m2 = np.zeros(dim)
+
+    def update(self, x: np.ndarray) -> None:
+        """Merge a batch ``x (N, k)`` into the moments (an empty batch changes nothing).
+
+        Raises:
+            ValueError: if ``x`` is not ``(N, k)`` or holds a non-finite value.
+        """
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != self.mean.shape[0]:
+            raise ValueError(f"RunningMoments.update: expected shape (N, {self.mean.shape[0]}), got {x.shape}")
+        if x.shape[0] == 0:
+            return
+        if not np.all(np.isfinite(x)):
+            raise ValueError("RunningMoments.update: non-finite context value")
+        nb = x.shape[0]
+        mb = x.mean(axis=0)
+        m2b = ((x - mb) ** 2).sum(axis=0)
+        n = self.n + nb
+        delta = mb - self.mean
+        self.mean = self.mean + delta * (nb / n)
+        self.m2 = self.m2 + m2b + delta ** 2 * (self.n * nb / n)
+        self.n = n
+
+    @property
+    def var(self) -> np.ndarray:
+        """``(k,)`` population variance (0 before any data)."""
+        return self.m2 / self.n if self.n else np.zeros_like(self.m2)
+
+    @property
+    def scale(self) -> np.ndarray:
+        """``(k,)`` positive unit of each feature: ``max(std, 1e-6 rms)``, or 1 for a feature that was always 0.
+
+        Every branch scales by ``c`` when the feature is multiplied by ``c > 0`` (the all-zero fallback only
+        applies where every difference is 0 anyway), so dividing by it removes the unit.
+        """
+        var = self.var
+        rms = np.sqrt(self.mean ** 2 + var)
+        s = np.maximum(np.sqrt(var), REL_EPS * rms)
+        return np.where(s > 0, s, 1.0)
+
+    def state_dict(self) -> dict:
+        """Counters and moments (exact resume)."""
+        return {"n": int(self.n), "mean": self.mean.copy(), "m2": self.m2.copy()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` output."""
+        self.n = int(state["n"])
+        self.mean = np.array(state["mean"], dtype=np.float64)
+        self.m2 = np.array(state["m2"], dtype=np.float64)
+
+
+def quantile_statistic(distances: np.ndarray, fraction: float) -> float:
+    """The threshold that labels exactly the ``k = ceil(fraction N)`` largest of ``N`` distances OOD.
+
+    It is the midpoint between the ``k``-th and ``(k+1)``-th largest distance (0 stands in for the
+    ``(N+1)``-th), so no distance lies on it unless two are equal. Homogeneous: scaling every distance by
+    ``c > 0`` scales the result by ``c`` (up to float rounding).
+
+    Args:
+        distances: ``(N,)`` non-negative distances, ``N >= 1``.
+        fraction: target OOD fraction ``q`` in (0, 1).
+
+    Returns:
+        The statistic (float, >= 0).
+
+    Raises:
+        ValueError: for an empty input or a fraction outside (0, 1).
+
+    Example:
+        >>> quantile_statistic(np.array([4.0, 1.0, 3.0, 2.0]), 0.5)   # 4 and 3 are above 2.5
+        2.5
+    """
+    d = np.asarray(distances, dtype=np.float64).ravel()
+    if d.size == 0:
+        raise ValueError("quantile_statistic: no distances")
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"target OOD fraction must be in (0, 1), got {fraction!r}")
+    n = d.size
+    k = min(n, max(1, math.ceil(fraction * n)))
+    # descending order statistics k and k+1 are ascending positions n-k and n-k-1
+    if k == n:
+        return float(np.min(d) / 2.0)
+    part = np.partition(d, (n - k - 1, n - k))
+    return float((part[n - k] + part[n - k - 1]) / 2.0)
+
+
+class AutoThreshold:
+    """An OOD detector with an automatically calibrated threshold (``ood_threshold="auto"``).
+
+    The detector interface of :mod:`lcpo.ood.detectors` (``fit(recent_obs)``, ``__call__(obs) -> (N,) bool``,
+    ``distance_sq``) plus ``calibrate(candidate_obs)``, which :func:`lcpo.ood.sample_ood` calls once per update
+    on the drawn candidates before labelling them (the ``"quantile"`` rule absorbs their distances then; the
+    ``"standardized"`` rule needs nothing). Rules and their reasoning: module docstring and ``docs/lcpo.md``.
+
+    Distances: ``"l2"`` uses the per-axis mean of each context group (as :class:`~lcpo.ood.detectors.L2Distance`)
+    in raw context units under ``"quantile"`` and in running-std units under ``"standardized"``;
+    ``"mahalanobis"`` (context entries) and ``"mahalanobis-full"`` (whole observation) use ``D^2`` of features
+    divided by their running standard deviation, with :class:`~lcpo.ood.detectors.Mahalanobis`'s
+    regularisation.
+
+    Args:
+        detector: ``"l2"``, ``"mahalanobis"`` or ``"mahalanobis-full"``.
+        spec: the environment's context declaration (its ``scale`` is used only to report the L2 threshold in
+            trace units, :attr:`threshold_report`).
+        rule: ``"quantile"`` or ``"standardized"`` (L2 only).
+        target_fraction: ``q`` of the quantile rule, in (0, 1).
+        std_threshold: ``tau`` of the standardized rule (squared running-std units), > 0.
+
+    Raises:
+        ValueError: unknown detector or rule, the standardized rule with a Mahalanobis detector (its distance is
+            already in units of the context's spread, so the rule would be a fixed ``D^2``), or a parameter
+            out of range (the message names it).
+    """
+
+    def __init__(self, detector: str, spec: ContextSpec | None, rule: str = "quantile",
+                 target_fraction: float = 0.5, std_threshold: float = 1.0):
+        if detector not in AUTO_DETECTORS:
+            raise ValueError(f"unknown OOD detector {detector!r}; choose one of {list(AUTO_DETECTORS)}")
+        if rule not in AUTO_RULES:
+            raise ValueError(f"unknown automatic OOD threshold rule {rule!r}; choose one of {list(AUTO_RULES)}")
+        if rule == "standardized" and detector != "l2":
+            raise ValueError(f"the 'standardized' OOD threshold rule applies to the l2 detector only, not "
+                             f"{detector!r} (a Mahalanobis distance is already standardized); use 'quantile'")
+        if not 0.0 < float(target_fraction) < 1.0:
+            raise ValueError(f"ood_target_fraction must be in (0, 1), got {target_fraction!r}")
+        if not (math.isfinite(std_threshold) and std_threshold > 0):
+            raise ValueError(f"ood_std_threshold must be positive and finite, got {std_threshold!r}")
+        if spec is None and detector != "mahalanobis-full":
+            raise ValueError(f"the {detector} detector needs a ContextSpec")
+        self.detector, self.spec, self.rule = detector, spec, rule
+        self.target_fraction, self.std_threshold = float(target_fraction), float(std_threshold)
+        self.ridge, self.floor = 1e-6, 1e-6  # as Mahalanobis, here in running-std units
+        self.moments: RunningMoments | None = None  # sized on the first fit (mahalanobis-full: obs_dim)
+        self.log_sum = 0.0      # quantile rule: sum of log t_u over the updates that calibrated
+        self.calibrations = 0   # ... and their number
+        self._fit = None        # this update's fitted center (L2) or (mean, precision) (Mahalanobis), and scale
+
+    # -- features and distances -------------------------------------------------------------------------------
+    def _features(self, obs: np.ndarray) -> np.ndarray:
+        obs = np.asarray(obs, dtype=np.float64)
+        if self.detector == "l2":
+            return self.spec.summary(obs)
+        if self.detector == "mahalanobis":
+            return self.spec.select(obs)
+        return obs
+
+    def _standardized(self) -> bool:
+        return self.detector != "l2" or self.rule == "standardized"
+
+    def fit(self, recent_obs: np.ndarray) -> "AutoThreshold":
+        """Merge the recent batch's features into the running moments, then fit the distance on it.
+
+        Args:
+            recent_obs: ``(M, obs_dim)`` observations of the recent batch, ``M >= 1``.
+
+        Raises:
+            ValueError: for an empty batch or a non-finite context value.
+        """
+        x = self._features(recent_obs)
+        if x.shape[0] < 1:
+            raise ValueError("AutoThreshold.fit needs at least one recent observation")
+        if self.moments is None:
+            self.moments = RunningMoments(x.shape[1])
+        self.moments.update(x)
+        scale = self.moments.scale if self._standardized() else np.ones(x.shape[1])
+        z = x / scale
+        if self.detector == "l2":
+            self._fit = (z.mean(axis=0), scale)
+        else:
+            self._fit = (gaussian_fit(z, self.ridge, self.floor), scale)
+        return self
+
+    def distance_sq(self, obs: np.ndarray) -> np.ndarray:
+        """``(N,)`` squared distances to the recent batch: squared context units (L2, quantile rule), squared
+        running-std units (L2, standardized rule) or ``D^2`` (Mahalanobis).
+
+        Raises:
+            RuntimeError: before :meth:`fit`.
+        """
+        if self._fit is None:
+            raise RuntimeError("AutoThreshold: call fit(recent_obs) first")
+        params, scale = self._fit
+        z = self._features(obs) / scale
+        if self.detector == "l2":
+            d = z - params
+            return np.einsum("ij,ij->i", d, d)
+        return mahalanobis_sq(z, *params)
+
+    def _eps(self) -> float:
+        """Distances at or below this are never OOD (``REL_EPS`` of the running variance; see module doc)."""
+        if self._standardized():
+            return REL_EPS
+        return REL_EPS * float(np.sum(self.moments.scale ** 2))
+
+    # -- the threshold ------------------------------------------------------------------------------------------
+    @property
+    def threshold(self) -> float:
+        """The current threshold in the units of :meth:`distance_sq` (``inf`` before any calibration of the
+        quantile rule, i.e. nothing is OOD until the reservoir has been seen once)."""
+        if self.rule == "standardized":
+            return self.std_threshold
+        if self.calibrations == 0:
+            return math.inf
+        return math.exp(self.log_sum / self.calibrations)
+
+    @property
+    def threshold_report(self) -> float:
+        """The threshold as a diagnostic (``ood/threshold``): for L2 the equivalent ``sigma^2`` in trace units
+        (comparable with a hand-picked ``ood_threshold``; the standardized rule's ``tau`` times the mean running
+        variance of the context axes), for Mahalanobis ``D^2``. NaN before it exists."""
+        t = self.threshold
+        if not math.isfinite(t) or self.moments is None:
+            return math.nan
+        if self.detector != "l2":
+            return t
+        if self.rule == "standardized":
+            t = t * float(np.mean(self.moments.scale ** 2))
+        return t / self.spec.scale ** 2
+
+    def calibrate(self, candidate_obs: np.ndarray) -> None:
+        """Absorb one update's reservoir candidates (``(N, obs_dim)``, ``N >= 1``) into the threshold estimate.
+
+        Called by :func:`lcpo.ood.sample_ood` once per update, after :meth:`fit` and before labelling. The
+        quantile rule adds ``log max(t_u, eps)`` (:func:`quantile_statistic`) to its running mean; the
+        standardized rule does nothing.
+        """
+        if self.rule != "quantile":
+            return
+        d = self.distance_sq(candidate_obs)
+        if d.size == 0:
+            return
+        t = max(quantile_statistic(d, self.target_fraction), self._eps())
+        self.log_sum += math.log(t)
+        self.calibrations += 1
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """``(N,) bool``: True where the distance exceeds both the threshold and the ``eps`` floor."""
+        d = self.distance_sq(obs)
+        return (d > self.threshold) & (d > self._eps())
+
+    # -- persistence ----------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Running moments and the quantile rule's sums (the per-update fit is redone at every update)."""
+        return {"moments": None if self.moments is None else self.moments.state_dict(),
+                "log_sum": float(self.log_sum), "calibrations": int(self.calibrations)}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` output exactly."""
+        m = state["moments"]
+        if m is None:
+            self.moments = None
+        else:
+            self.moments = RunningMoments(len(m["mean"]))
+            self.moments.load_state_dict(m)
+        self.log_sum = float(state["log_sum"])
+        self.calibrations = int(state["calibrations"])
+        self._fit = None
+
+
+def load_calibration(detector, state: dict) -> None:
+    """Restore an agent's automatic-threshold state from its ``state["ood_calibration"]`` (LCPO, LCPO-P).
+
+    A detector with a fixed threshold has no state; the key is then ignored (checkpoints written before this
+    module existed have none).
+
+    Raises:
+        ValueError: if ``detector`` is an :class:`AutoThreshold` and ``state`` has no calibration (a checkpoint
+            written with a fixed threshold: resume it with that threshold).
+    """
+    if not isinstance(detector, AutoThreshold):
+        return
+    if state.get("ood_calibration") is None:
+        raise ValueError("this checkpoint was written with a fixed OOD threshold but the agent calibrates it "
+                         "automatically; resume with the threshold the run used (--set ood_threshold=<value>)")
+    detector.load_state_dict(state["ood_calibration"])
