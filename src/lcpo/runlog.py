@@ -37,7 +37,9 @@ class RunLog:
     """Collects training diagnostics and writes ``episodes.csv`` / ``diagnostics.csv``.
 
     Diagnostics of each update are summed into a window of ``every`` environment steps; each closed window
-    becomes one row of means (columns: ``step``, ``updates``, then the other keys seen, sorted). A row's ``step``
+    becomes one row of means (columns: ``step``, ``updates``, then the other keys seen, sorted). Each key's mean is
+    over the updates that reported it (LCPO reports ``train/kl_anchor`` only on constrained updates: its column is
+    the mean anchor KL of those, not diluted by the unconstrained ones); ``updates`` counts all updates. A row's ``step``
     is its window's end, except the run's last row, which is labelled with the run's last step. A run that
     never updated (a prescient agent, or a run shorter than one rollout) gets a ``diagnostics.csv`` holding
     only the header ``step,updates``.
@@ -59,9 +61,11 @@ class RunLog:
         self.every = int(every)
         self.rows: list[dict] = []
         self._sum: dict[str, float] = {}
+        self._n: dict[str, int] = {}
         self._count = 0
         self._window_end = self.every
         self.totals: dict[str, float] = {}
+        self.totals_n: dict[str, int] = {}
         self.updates = 0
         self._tb = None
         if tensorboard:
@@ -80,7 +84,9 @@ class RunLog:
             self._close_window()
         for k, v in diag.items():
             self._sum[k] = self._sum.get(k, 0.0) + v
+            self._n[k] = self._n.get(k, 0) + 1
             self.totals[k] = self.totals.get(k, 0.0) + v
+            self.totals_n[k] = self.totals_n.get(k, 0) + 1
         self._count += 1
         self.updates += 1
         if self._tb is not None:
@@ -98,14 +104,15 @@ class RunLog:
         if self._count:
             end = self._window_end if last_step is None else min(self._window_end, int(last_step))
             row = {"step": end, "updates": self._count}
-            row.update({k: v / self._count for k, v in self._sum.items()})
+            row.update({k: v / self._n.get(k, self._count) for k, v in self._sum.items()})
             self.rows.append(row)
-        self._sum, self._count = {}, 0
+        self._sum, self._n, self._count = {}, {}, 0
         self._window_end += self.every
 
     def mean(self, key: str) -> float:
-        """Mean of a diagnostic over all updates (0 when never reported)."""
-        return self.totals.get(key, 0.0) / self.updates if self.updates else 0.0
+        """Mean of a diagnostic over the updates that reported it (0 when never reported)."""
+        n = self.totals_n.get(key, self.updates if key in self.totals else 0)
+        return self.totals.get(key, 0.0) / n if n else 0.0
 
     def write(self, episodes: list[tuple], final: bool = False, last_step: int | None = None) -> None:
         """Write ``episodes.csv`` and ``diagnostics.csv`` atomically.
@@ -143,8 +150,9 @@ class RunLog:
 
     def state_dict(self) -> dict:
         """Window sums, rows and totals (for an exact resume)."""
-        return {"rows": self.rows, "sum": self._sum, "count": self._count, "window_end": self._window_end,
-                "totals": self.totals, "updates": self.updates}
+        return {"rows": self.rows, "sum": self._sum, "n": self._n, "count": self._count,
+                "window_end": self._window_end, "totals": self.totals, "totals_n": self.totals_n,
+                "updates": self.updates}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict` output."""
@@ -152,3 +160,6 @@ class RunLog:
         self._sum, self._count = dict(state["sum"]), int(state["count"])
         self._window_end = int(state["window_end"])
         self.totals, self.updates = dict(state["totals"]), int(state["updates"])
+        # checkpoints written before per-key counts: every key counted as reported by every update
+        self._n = {k: int(v) for k, v in state.get("n", {k: self._count for k in self._sum}).items()}
+        self.totals_n = {k: int(v) for k, v in state.get("totals_n", {k: self.updates for k in self.totals}).items()}
