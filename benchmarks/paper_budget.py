@@ -196,6 +196,38 @@ def main_table(runs: pd.DataFrame) -> list[str]:
     return lines
 
 
+#: diagnostics summarised after the warm-up: column -> label
+_DIAG = {"train/constrained": "constrained updates", "ood/fraction": "OOD fraction of candidates",
+         "train/kl_anchor": "KL on anchors per update", "train/kl_recent": "KL on the recent batch per update",
+         "train/kl": "KL per update", "train/backtracks": "line-search halvings",
+         "train/line_search_ok": "steps accepted", "train/entropy": "entropy (nats, 15 bins)",
+         "train/alpha": "entropy temperature", "train/reward_scale": "reward scale"}
+
+
+def diagnostics_table(runs: pd.DataFrame) -> list[str]:
+    """Means of the training diagnostics after the warm-up, per trace and agent (mean over seeds)."""
+    lines = []
+    for trace in ("wind-1", "wind-3"):
+        sub = runs[runs["trace"] == trace]
+        if not len(sub):
+            continue
+        table = {}
+        for agent, grp in sub.groupby("agent"):
+            frames = [pd.read_csv(r / "diagnostics.csv") for r in grp["run"]]
+            post = pd.concat([f[f["step"] > 6_000_000] for f in frames])
+            table[agent] = {label: post[c].mean() for c, label in _DIAG.items() if c in post}
+        agents = sorted(table)
+        labels = [lab for lab in _DIAG.values() if any(lab in table[a] for a in agents)]
+        lines += [f"### Trace `{trace}`: training diagnostics after the warm-up (window means, mean over seeds)", "",
+                  "| | " + " | ".join(a.upper() for a in agents) + " |", "|---|" + "---|" * len(agents)]
+        for lab in labels:
+            cells = [f"{table[a][lab]:.3g}" if lab in table[a] and np.isfinite(table[a][lab]) else "—"
+                     for a in agents]
+            lines.append(f"| {lab} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
 def timeseries_figure(runs: pd.DataFrame, trace: str, path: Path) -> bool:
     import matplotlib
 
@@ -325,6 +357,11 @@ def report(folder: Path) -> None:
             png = folder / f"timeseries_{trace}.png"
             if timeseries_figure(runs, trace, png):
                 lines += [f"![{trace}]({png.name})", ""]
+        lines += ["## Training diagnostics", "",
+                  "These runs were made before `diagnostics.csv` averaged each key over the updates that reported "
+                  "it; keys that LCPO reports only on constrained updates (KLs, halvings, acceptance) are diluted "
+                  "by the unconstrained fraction, which is under 1% after the warm-up here.", ""]
+        lines += diagnostics_table(runs)
         f_lines, curves = forgetting_summary(runs)
         if f_lines:
             lines += ["## Forgetting, measured directly", "",
