@@ -41,7 +41,7 @@ from lcpo.envs.registration import make_env
 from lcpo.envs.task import return_unit
 from lcpo.loop import OnlineLoop, parse_reset
 from lcpo.runlock import RunLock
-from lcpo.runlog import RunLog, lifelong_return
+from lcpo.runlog import RunLog, lifelong_return, scored_episodes
 from lcpo.threads import limit_threads
 
 __all__ = ["RunConfig", "ResumePlan", "config_changes", "execute", "make_run_env", "resume_plan", "AGENTS"]
@@ -398,7 +398,8 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
             already finished).
 
     Returns:
-        The summary dict (also written to ``summary.json``): ``lifelong_return``, ``episodes``, ``steps``,
+        The summary dict (also written to ``summary.json``): ``lifelong_return``, ``episodes``,
+        ``scored_episodes`` (how many of them end after the warm-up, i.e. enter the lifelong return), ``steps``,
         ``wall_time_s``, ``steps_per_s``, ``constrained_fraction``, ``line_search_accept_fraction``,
         ``ood_fraction``, ``resumed_from`` (the steps this run was resumed or extended from, ``[]`` if it ran
         in one go), ``trace`` (the trace the environment ran on: ``{"name", "length", "unit"}``, e.g.
@@ -545,6 +546,7 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
     summary = {
         "lifelong_return": None if math.isnan(lr) else lr,
         "episodes": len(loop.episodes),
+        "scored_episodes": scored_episodes(loop.episodes, config.warmup_steps),
         "steps": loop.steps,
         "wall_time_s": wall,
         "steps_per_s": loop.steps / wall if wall > 0 else None,

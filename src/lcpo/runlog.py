@@ -16,7 +16,7 @@ import numpy as np
 from lcpo.checkpoint import atomic_write_text
 from lcpo.loop import EPISODE_COLUMNS
 
-__all__ = ["RunLog", "lifelong_return"]
+__all__ = ["RunLog", "lifelong_return", "scored_episodes"]
 
 
 def lifelong_return(episodes: list[tuple], warmup_steps: int = 0) -> float:
@@ -31,6 +31,16 @@ def lifelong_return(episodes: list[tuple], warmup_steps: int = 0) -> float:
     """
     rets = [r[2] for r in episodes if r[1] > warmup_steps]
     return float(np.mean(rets)) if rets else math.nan
+
+
+def scored_episodes(episodes: list[tuple], warmup_steps: int = 0) -> int:
+    """How many episodes :func:`lifelong_return` averages: those whose end step is ``> warmup_steps``.
+
+    Args:
+        episodes: rows ``(episode, end_step, return, length, ...)``.
+        warmup_steps: episodes whose end step is ``<= warmup_steps`` are not counted.
+    """
+    return sum(1 for r in episodes if r[1] > warmup_steps)
 
 
 class RunLog:

@@ -39,7 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``lcpo`` command; with no command, runs the bundled default (``lcpo run``).
 
     Returns:
-        0 on success, 2 on bad input (the error is printed, no traceback).
+        0 on success, 2 on bad input (the error is printed, no traceback; an error raised in the user's own
+        code, e.g. their environment, keeps its traceback), 130 when interrupted (Ctrl-C).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -53,9 +54,38 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("lcpo: interrupted; each run keeps its last checkpoint: the same `lcpo run` command with --resume "
+              "(or the same `lcpo sweep`) continues from there", file=sys.stderr)
+        return 130
     except (ValueError, FileNotFoundError, TypeError, RunFolderBusy) as exc:
+        if _raised_in_user_code(exc):
+            raise  # a bug in the user's own environment: the traceback shows their file and line
         print(f"lcpo: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _raised_in_user_code(exc: BaseException) -> bool:
+    """True if the traceback of ``exc`` passes through a file outside lcpo, the standard library and the
+    installed packages: the user's own code (e.g. the module of ``--env my_module:MyEnv-v0``), whose bugs must
+    show their traceback rather than a one-line error without file or line."""
+    import sysconfig
+    from pathlib import Path
+
+    import lcpo
+
+    library = [Path(lcpo.__file__).resolve().parent]
+    library += [Path(p).resolve() for key in ("stdlib", "platstdlib", "purelib", "platlib")
+                if (p := sysconfig.get_paths().get(key))]
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if not name.startswith("<"):
+            path = Path(name).resolve()
+            if not any(path.is_relative_to(root) for root in library):
+                return True
+        tb = tb.tb_next
+    return False
 
 
 if __name__ == "__main__":

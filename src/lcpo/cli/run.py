@@ -52,7 +52,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="trace name (see `lcpo traces list`) or .npy/.csv file (default: the bundled "
                         f"{DEFAULT_TRACE} for wind environments, the environment's own default otherwise; your "
                         "own environment receives it as trace=ContextTrace)")
-    p.add_argument("--trace-length", type=positive_int, default=None, help="resample/cut the trace to this many steps")
+    p.add_argument("--trace-length", type=positive_int, default=None,
+                   help="fit the trace to this many steps: a trace name is generated (ndbc-46002: resampled) at "
+                        "that length, so the whole trace is compressed into it; a .npy/.csv file is cut to its "
+                        "first N steps or repeated. For the windy environments, and your own given --trace; "
+                        "refused where it would be ignored (the straggler workloads, your own without --trace)")
     p.add_argument("--agent", nargs="+", default=["lcpo"], metavar="NAME",
                    help=f"agent(s) to run one after the other: {', '.join(sorted(AGENTS))}")
     p.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS, help="environment steps per run")
@@ -97,6 +101,7 @@ def cmd_run(args) -> int:
     if args.warmup >= args.steps:
         raise ValueError(f"--warmup {args.warmup} must be smaller than --steps {args.steps}: no episode could end "
                          "after the warm-up, and the lifelong return would be n/a")
+    _check_trace_length(args)
     reset = _preflight(args, env_kwargs)
     planned = []  # every configuration is validated before the first run starts
     for agent in args.agent:
@@ -116,15 +121,34 @@ def cmd_run(args) -> int:
         summary = execute(cfg, out, resume=args.resume, progress=not args.no_progress,
                           on_message=lambda msg: print(msg, file=sys.stderr))
         results.append((agent, seed, summary, out))
-        unit = summary.get("return_unit", "episode")
         print(f"{agent} seed {seed}: lifelong return {_fmt(summary['lifelong_return'])} over "
-              f"{summary['episodes']} {unit}s, {summary['steps_per_s']:.0f} steps/s -> {out}", file=sys.stderr)
+              f"{_scored(summary, cfg.warmup_steps)}, {summary['steps_per_s']:.0f} steps/s -> {out}",
+              file=sys.stderr)
     w = max([10] + [len(agent) for agent, *_ in results])
     print(f"{'agent':<{w}} {'seed':>4} {'lifelong return':>16} {'episodes':>9} {'steps/s':>9} {'constrained':>11}")
     for agent, seed, s, _ in results:
         print(f"{agent:<{w}} {seed:>4} {_fmt(s['lifelong_return']):>16} {s['episodes']:>9} "
               f"{s['steps_per_s']:>9.0f} {s['constrained_fraction']:>11.2f}")
     return 0
+
+
+def _check_trace_length(args) -> None:
+    """Refuse a ``--trace-length`` that the run would ignore (never a silently different trace).
+
+    Raises:
+        ValueError: ``--trace-length`` given for an environment whose trace it does not fit
+            (:func:`lcpo.envs.preflight.trace_length_applies`), naming both and what to do instead.
+    """
+    from lcpo.envs.preflight import trace_length_applies
+
+    if args.trace_length is None or trace_length_applies(args.env, args.trace):
+        return
+    if args.env.startswith("lcpo/"):
+        raise ValueError(f"--trace-length {args.trace_length} has no effect on {args.env}: its --trace (a workload "
+                         "name or file) is used as it is; bound the run with --steps instead")
+    raise ValueError(f"--trace-length {args.trace_length} has no effect without --trace: environment {args.env} "
+                     "picks its own trace; pass --trace NAME_OR_FILE as well (your environment then receives "
+                     "trace=ContextTrace fitted to the length)")
 
 
 def _preflight(args, env_kwargs: dict) -> str:
@@ -184,3 +208,15 @@ def _applicable(agent: str, overrides: dict) -> dict:
 
 def _fmt(x) -> str:
     return "n/a" if x is None else f"{x:.2f}"
+
+
+def _scored(summary: dict, warmup_steps: int) -> str:
+    """What the lifelong return of ``summary`` averages, in words: ``"12 episodes"``, or with a warm-up
+    ``"3 of 12 episodes (those ending after the 1,000-step warm-up)"`` (``"none of ..."`` when it is n/a)."""
+    unit = summary.get("return_unit", "episode")
+    total = summary["episodes"]
+    scored = summary.get("scored_episodes")  # absent from summaries of older lcpo versions
+    if warmup_steps == 0 or scored is None:
+        return f"{total} {unit}s"
+    return (f"{scored if scored else 'none'} of {total} {unit}s (those ending after the {warmup_steps:,}-step "
+            "warm-up)")

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from lcpo.envs.task import UNDECLARED_NOTICE, declared_continuing, return_unit
 
-__all__ = ["EnvFacts", "check_env", "inspect_env", "run_env_kwargs"]
+__all__ = ["EnvFacts", "check_env", "inspect_env", "run_env_kwargs", "trace_length_applies"]
 
 _GUIDE = "docs/bring-your-own.md"
 
@@ -42,13 +42,23 @@ def run_env_kwargs(env: str, trace: str | None, trace_length: int | None,
         lcpo.contexts.TraceError: an unknown trace name or a bad trace file.
     """
     kwargs = dict(env_kwargs or {})
-    if env.startswith("lcpo/Windy") or (trace is not None and not env.startswith("lcpo/")):
+    if trace_length_applies(env, trace):
         from lcpo.contexts import DEFAULT_TRACE, resolve_trace
 
         kwargs["trace"] = resolve_trace(trace or DEFAULT_TRACE, length=trace_length)
     elif trace is not None:
         kwargs["trace"] = trace
     return kwargs
+
+
+def trace_length_applies(env: str, trace: str | None) -> bool:
+    """Whether :func:`run_env_kwargs` fits the trace of environment ``env`` to a ``trace_length``.
+
+    True for the windy ``lcpo/Windy*`` environments and for a user's environment given a ``trace``; False for
+    the other ``lcpo/*`` environments (their ``trace`` is a workload name or file, used as it is) and for a
+    user's environment without a ``trace`` (it picks its own), where a ``trace_length`` would be ignored.
+    """
+    return env.startswith("lcpo/Windy") or (trace is not None and not env.startswith("lcpo/"))
 
 
 @dataclass(frozen=True)
