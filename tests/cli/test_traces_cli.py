@@ -87,3 +87,25 @@ def test_module_entry_point():
                             timeout=60)
     assert result.returncode == 0, result.stderr
     assert "wind-1" in result.stdout
+
+
+@pytest.mark.parametrize("kind", ["csv", "ndbc"])
+def test_import_refuses_to_overwrite_its_source_file(tmp_path, capsys, monkeypatch, kind):
+    monkeypatch.chdir(tmp_path)
+    if kind == "csv":
+        source = tmp_path / "load.csv"
+        text = "time,load\n2024-03-01T00:00:00Z,1\n2024-03-01T00:01:00Z,2\n2024-03-01T00:02:00Z,4\n"
+        outs = ["load.csv", str(source), "./load.csv"]
+    else:  # an NDBC file named like a trace file, and a --out whose sidecar would be the source
+        source = tmp_path / "b.npy.json"
+        text = ("#YY  MM DD hh mm WDIR WSPD\n#yr  mo dy hr mn degT m/s\n"
+                "2016 01 01 00 00  90  5.0\n2016 01 01 00 10 180 10.0\n")
+        outs = ["b.npy"]
+    source.write_text(text)
+    for out in outs:
+        assert cli.main(["import", kind, source.name, "--out", out]) == 2
+        err = capsys.readouterr().err
+        assert "would overwrite the source file" in err and source.name in err
+        assert source.read_text() == text  # the user's raw data is intact
+    assert cli.main(["import", kind, source.name, "--out", "fine.npy"]) == 0
+    assert (tmp_path / "fine.npy").is_file() and source.read_text() == text

@@ -61,6 +61,9 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     if args.step_seconds is not None and args.length is not None:
         raise _trace_error("give --step-seconds or --length, not both")
+    out = Path(args.out).resolve()
+    if Path(args.file).resolve() in (out, out.with_name(out.name + ".json")):
+        raise _trace_error(f"--out {args.out} would overwrite the source file {args.file}; choose another name")
     if args.format == "ndbc":
         trace, report = import_ndbc(args.file, step_seconds=args.step_seconds, length=args.length,
                                     scale=args.scale, name=args.name)
