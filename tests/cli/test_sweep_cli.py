@@ -17,3 +17,35 @@ def test_workers_must_be_a_positive_integer(capsys, workers):
 
 def test_positive_workers_accepted():
     assert build_parser().parse_args(["c.toml", "--workers", "3"]).workers == 3
+
+
+def test_second_sweep_on_one_folder_is_a_one_line_error(capsys, tmp_path):
+    import fcntl
+
+    from lcpo.cli.main import main
+
+    config = tmp_path / "tiny.toml"
+    config.write_text('name = "tiny"\nsteps = 200\nseeds = 1\nenvs = ["lcpo/WindyPendulum-v0"]\n'
+                      'traces = ["wind-3"]\ntrace_length = 400\nagents = ["a2c"]\ncheckpoint_every = 0\n')
+    out = tmp_path / "sweep"
+    out.mkdir()
+    with open(out / ".sweep.lock", "w") as held:  # the first sweep, still running
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        rc = main(["sweep", str(config), "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert err.startswith("lcpo: error: another sweep is running in ") and str(out) in err
+    assert not (out / "runs").exists()  # nothing ran
+
+
+def test_out_naming_a_file_is_a_one_line_error(capsys, tmp_path):
+    from lcpo.cli.main import main
+
+    config = tmp_path / "tiny.toml"
+    config.write_text('name = "tiny"\nsteps = 200\nseeds = 1\nenvs = ["lcpo/WindyPendulum-v0"]\n'
+                      'traces = ["wind-3"]\ntrace_length = 400\nagents = ["a2c"]\ncheckpoint_every = 0\n')
+    (tmp_path / "afile").write_text("mine")
+    rc = main(["sweep", str(config), "--out", str(tmp_path / "afile"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and "is an existing file, not a folder" in err
+    assert (tmp_path / "afile").read_text() == "mine"

@@ -65,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
     for notice in dict.fromkeys(notices):
         print(notice, file=sys.stderr)
     out = Path(args.out or cfg.out or Path("runs") / cfg.name)
+    if out.exists() and not out.is_dir():
+        print(f"lcpo sweep: error: --out {out} is an existing file, not a folder", file=sys.stderr)
+        return 2
     if args.dry_run:
         for spec in specs:
             print(spec.run_id)

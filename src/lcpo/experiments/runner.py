@@ -243,8 +243,10 @@ def _lock(runs_dir: Path):
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         fh.close()
-        raise RuntimeError(f"another sweep is running in {runs_dir} (lock {runs_dir / '.sweep.lock'} held)") \
-            from None
+        from lcpo.runlock import RunFolderBusy  # a RuntimeError that `lcpo` prints as a one-line error
+
+        raise RunFolderBusy(f"another sweep is running in {runs_dir} (lock {runs_dir / '.sweep.lock'} held); "
+                            "wait for it to finish, or use another --out") from None
     return fh
 
 
@@ -271,7 +273,7 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
     Raises:
         ValueError: for an unknown backend, a non-positive ``workers``, ``address`` without the dask backend,
             or duplicate run ids.
-        RuntimeError: if another sweep holds the folder's lock.
+        lcpo.runlock.RunFolderBusy: (a RuntimeError) if another sweep holds the folder's lock.
     """
     specs = list(specs)
     if backend not in BACKENDS:
