@@ -49,3 +49,16 @@ def test_out_naming_a_file_is_a_one_line_error(capsys, tmp_path):
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err and "is an existing file, not a folder" in err
     assert (tmp_path / "afile").read_text() == "mine"
+
+
+def test_dry_run_into_a_closed_pipe_is_quiet(tmp_path):
+    """`lcpo sweep CONFIG --dry-run | head -1` must not print a BrokenPipeError traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    config = Path(__file__).resolve().parents[2] / "configs" / "paper-budget.toml"
+    cmd = f'"{sys.executable}" -m lcpo.cli.main sweep "{config}" --dry-run --out "{tmp_path}" | head -1'
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.startswith("WindyPendulum-v0_")
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr

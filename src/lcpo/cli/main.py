@@ -54,6 +54,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:
+        # the reader of our output went away (`lcpo sweep ... --dry-run | head`): stop quietly, as Unix tools do
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("lcpo: interrupted; each run keeps its last checkpoint: the same `lcpo run` command with --resume "
               "(or the same `lcpo sweep`) continues from there", file=sys.stderr)
