@@ -381,6 +381,18 @@ def report(folder: Path) -> None:
                       "warm-up).", ""] + f_lines
             if forgetting_figure(curves, folder / "forgetting.png"):
                 lines += ["![forgetting](forgetting.png)", ""]
+        lines += ["## How these were run", "",
+                  "```", "lcpo sweep configs/fidelity.toml --out docs/results/paper-budget/fidelity",
+                  "lcpo sweep configs/paper-budget.toml --out docs/results/paper-budget   # skips committed runs",
+                  "python benchmarks/paper_budget.py harvest && python benchmarks/paper_budget.py report", "```", "",
+                  "Machine: the project's shared 2-core x86_64 development machine (Python 3.11, torch 2.13 CPU), "
+                  "two runs at a time, one torch thread each, niced beside other work (load average 2-9 during "
+                  "the 2026-11-30 session), so wall times and steps/s below are lower bounds and vary with the "
+                  "load. The 2026-11-30 runs used the code of commit c2d58c0 (the sweep ran with `PYTHONPATH` on an "
+                  "export of it while the tree changed); later fixes (issue 13's KL form, per-key diagnostics "
+                  "means) do not change these agents' algorithms.", ""]
+        total = runs["wall_time_s"].sum() / 3600
+        lines += [f"Total run time of the {len(runs)} runs below: {total:.1f} hours (two at a time).", ""]
         lines += ["## Runs", "", "| trace | agent | seed | steps | lifelong return | wall time | steps/s |",
                   "|---|---|---|---|---|---|---|"]
         for r in runs.sort_values(["trace", "agent", "seed"]).itertuples():
