@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
                "`lcpo COMMAND --help` for each command.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     run.add_parser(sub)
+    run.add_resume_parser(sub)
     traces.add_parser(sub)
     info.add_parsers(sub)
     for name in ("sweep", "report", "figure"):
@@ -61,8 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        print("lcpo: interrupted; each run keeps its last checkpoint: the same `lcpo run` command with --resume "
-              "(or the same `lcpo sweep`) continues from there", file=sys.stderr)
+        print("lcpo: interrupted; each run keeps its last checkpoint: `lcpo resume OUT` (or the same `lcpo run` "
+              "command with --resume, or the same `lcpo sweep`) continues from there", file=sys.stderr)
         return 130
     except (ValueError, FileNotFoundError, TypeError, RunFolderBusy) as exc:
         if _raised_in_user_code(exc):

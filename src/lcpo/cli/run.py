@@ -11,7 +11,8 @@ from lcpo.agents import AGENTS
 from lcpo.cli.argtypes import nonneg_int, positive_int
 from lcpo.catalog import DEFAULT_TRACE
 
-__all__ = ["add_parser", "cmd_run", "parse_assignments", "DEFAULT_STEPS"]
+__all__ = ["add_parser", "add_resume_parser", "cmd_resume", "cmd_run", "find_run_folders", "parse_assignments",
+           "DEFAULT_STEPS"]
 
 #: Steps of the bundled default run (`lcpo run` with no arguments): about 2 minutes on 2 busy cores.
 DEFAULT_STEPS = 1_000_000
@@ -90,7 +91,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def cmd_run(args) -> int:
     """Execute ``lcpo run``; prints the lifelong return of every run (side by side for several agents)."""
-    from lcpo.run import RunConfig, execute, resume_plan
+    from lcpo.run import RunConfig, resume_plan
 
     if args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {args.out} is an existing file, not a folder")
@@ -114,14 +115,22 @@ def cmd_run(args) -> int:
             out = args.out / f"{agent}-s{seed}"
             plan = resume_plan(cfg, out, resume=args.resume)  # a refused resume stops everything before any run
             planned.append((agent, seed, cfg, out, plan))
+    _execute_all([(cfg, out, plan) for _, _, cfg, out, plan in planned], args.resume, not args.no_progress)
+    return 0
+
+
+def _execute_all(planned: list, resume: bool, progress: bool) -> None:
+    """Execute each ``(RunConfig, out, ResumePlan)`` in turn, then print the side-by-side summary (stdout)."""
+    from lcpo.run import execute
+
     results = []
-    for agent, seed, cfg, out, plan in planned:
+    for cfg, out, plan in planned:
         if plan.action == "fresh":
             _announce_offline_training(cfg)
-        summary = execute(cfg, out, resume=args.resume, progress=not args.no_progress,
+        summary = execute(cfg, out, resume=resume, progress=progress,
                           on_message=lambda msg: print(msg, file=sys.stderr))
-        results.append((agent, seed, summary, out))
-        print(f"{agent} seed {seed}: lifelong return {_fmt(summary['lifelong_return'])} over "
+        results.append((cfg.agent, cfg.seed, summary, out))
+        print(f"{cfg.agent} seed {cfg.seed}: lifelong return {_fmt(summary['lifelong_return'])} over "
               f"{_scored(summary, cfg.warmup_steps)}, {summary['steps_per_s']:.0f} steps/s -> {out}",
               file=sys.stderr)
     w = max([10] + [len(agent) for agent, *_ in results])
@@ -129,6 +138,77 @@ def cmd_run(args) -> int:
     for agent, seed, s, _ in results:
         print(f"{agent:<{w}} {seed:>4} {_fmt(s['lifelong_return']):>16} {s['episodes']:>9} "
               f"{s['steps_per_s']:>9.0f} {s['constrained_fraction']:>11.2f}")
+
+
+def add_resume_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``resume`` command."""
+    p = subparsers.add_parser(
+        "resume", help="continue or extend runs from their folders, without repeating their options",
+        description="Continue the run(s) a folder holds with the configuration recorded in each run's "
+                    "config.json: an interrupted run from its last checkpoint; with --steps, a run (finished or "
+                    "not) is extended to that many steps. FOLDER is a run folder (it holds config.json), or a "
+                    "folder of run folders such as an `lcpo run --out` folder (one subfolder per agent and seed) "
+                    "or a sweep folder (its runs/ subfolders). Finished runs without --steps are only reported. "
+                    "Same rules as `lcpo run --resume`.")
+    p.add_argument("folder", type=Path, help="a run folder, or a folder holding run folders")
+    p.add_argument("--steps", type=positive_int, default=None,
+                   help="extend each run to this many environment steps (default: the recorded steps)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_resume)
+    return p
+
+
+def find_run_folders(folder: Path) -> list[Path]:
+    """Run folders under ``folder``: itself if it holds ``config.json``, else its subfolders (and those of its
+    ``runs/``) that hold one, sorted by path.
+
+    Raises:
+        FileNotFoundError: ``folder`` does not exist, or holds no run folder (the message names it).
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: no such folder")
+    if (folder / "config.json").is_file():
+        return [folder]
+    found = sorted({p.parent for pattern in ("*/config.json", "runs/*/config.json") for p in folder.glob(pattern)})
+    if not found:
+        raise FileNotFoundError(f"{folder} holds no run (no config.json in it, its subfolders or runs/)")
+    return found
+
+
+def _recorded_config(run: Path):
+    """The :class:`~lcpo.run.RunConfig` recorded in ``run/config.json``.
+
+    Raises:
+        ValueError: unreadable JSON or a file without a valid ``run`` entry (names the file).
+    """
+    from lcpo.run import RunConfig
+
+    path = run / "config.json"
+    try:
+        data = json.loads(path.read_text())
+        return RunConfig.from_dict(data["run"])
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc}); cannot resume this run") from None
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{path} has no valid 'run' entry ({exc!r}); cannot resume this run") from None
+
+
+def cmd_resume(args) -> int:
+    """Execute ``lcpo resume``: continue every run under ``args.folder`` with its recorded configuration."""
+    import dataclasses
+
+    from lcpo.run import resume_plan
+
+    planned = []
+    for run in find_run_folders(args.folder):  # every run is checked before the first one starts
+        cfg = _recorded_config(run)
+        if args.steps is not None:
+            if cfg.warmup_steps >= args.steps:
+                raise ValueError(f"--steps {args.steps} must exceed the warm-up of {run} ({cfg.warmup_steps:,})")
+            cfg = dataclasses.replace(cfg, steps=args.steps)
+        planned.append((cfg, run, resume_plan(cfg, run, resume=True)))
+    _execute_all(planned, True, not args.no_progress)
     return 0
 
 
