@@ -5,10 +5,12 @@ resume from their last checkpoint)::
 
     lcpo sweep configs/fidelity.toml --out docs/results/paper-budget/fidelity
     lcpo sweep configs/paper-budget.toml --out docs/results/paper-budget
+    lcpo sweep configs/paper-budget-straggler.toml --out docs/results/paper-budget/straggler
 
 This script turns finished run folders into compact, committable files and writes the report:
 
     python benchmarks/paper_budget.py harvest    # per finished run: episodes_binned.csv.gz, forgetting.csv.gz
+    python benchmarks/paper_budget.py fixed      # straggler: every fixed timeout and never hedging, same workloads
     python benchmarks/paper_budget.py report     # docs/results/paper-budget/report.md and its figures
 
 Only ``summary.json``, ``config.json``, ``diagnostics.csv`` and the two compressed files of each run are committed
@@ -19,6 +21,9 @@ later session's sweep skips every committed run and the report can be rebuilt fr
 window's end), ``episodes``, ``return`` (mean episodic return), and the mean of each context column.
 ``forgetting.csv.gz``: :func:`lcpo.forgetting.forgetting_table` at lags of 1 and 10 snapshots (100k and 1M steps
 with ``probe_every = 100000``), with a ``lag`` column.
+``straggler/fixed.json``: the straggler environment driven by each fixed action (the 9 timeouts, the last one
+"never hedge") for the sweep's number of steps, on each workload, with the sweep runs' workload seed (0) and
+environment seed 0; resumable (finished entries are kept).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +51,14 @@ PAPER = {
 #: implementation and lcpo before the return normaliser, as measured on this project's machine
 FIDELITY_BEFORE = {"lcpo": {"reference": (-621.4, -650.8), "lcpo (before)": (-767.2, -832.1)},
                    "a2c": {"reference": (-737.5, -740.1), "lcpo (before)": (-949.1, -945.0)}}
+
+
+#: the straggler study's folder (a sibling sweep), its workloads and the paper's Agg / Med / Cons D^2 thresholds
+STRAGGLER = "straggler"
+STRAGGLER_WORKLOADS = ("azure-llm", "synthetic-ramp")
+STRAGGLER_LABELS = {20.0: "LCPO-Agg (D^2 > 20)", 24.0: "LCPO-Med (D^2 > 24)", 28.0: "LCPO-Cons (D^2 > 28)",
+                    "auto": "LCPO-auto"}
+STRAGGLER_STEPS = 10_000_000
 
 
 def finished_runs(folder: Path) -> list[Path]:
@@ -340,6 +354,159 @@ def forgetting_figure(curves: dict, path: Path) -> bool:
     return True
 
 
+# -- straggler mitigation ----------------------------------------------------------------------------------
+def fixed_policies(path: Path, steps: int) -> dict:
+    """Drive the straggler environment with each fixed action for ``steps`` steps on each workload.
+
+    The environment is built as the sweep builds it (``lcpo.run.make_run_env``: workload seed 0, the run's
+    continuing task) and reset with seed 0. Results go to ``path`` (JSON, written atomically after every
+    policy); entries already there for the same ``steps`` are kept, so an interrupted call resumes.
+
+    Returns:
+        ``{"steps", "seed", "results": {workload: {label: run_metrics + "action"}}}``.
+    """
+    from lcpo.atomic import atomic_write_json
+    from lcpo.envs.straggler import TIMEOUTS_MS
+    from lcpo.run import RunConfig, make_run_env
+
+    if steps < 1:
+        raise SystemExit(f"--steps must be >= 1, got {steps}")
+    data = json.loads(path.read_text()) if path.exists() else {}
+    if data.get("steps") != steps:
+        data = {"steps": steps, "seed": 0, "results": {}}
+    for workload in STRAGGLER_WORKLOADS:
+        done = data["results"].setdefault(workload, {})
+        for action, timeout in enumerate(TIMEOUTS_MS):
+            label = "never hedge" if np.isinf(timeout) else f"timeout {timeout:g} ms"
+            if label in done:
+                continue
+            env = make_run_env(RunConfig(env="lcpo/StragglerMitigation-v0", agent="a2c", trace=workload,
+                                         steps=steps, reset="never")).unwrapped
+            env.reset(seed=0)
+            t0 = time.process_time()
+            for _ in range(steps):
+                env.step(action)
+            done[label] = dict(env.run_metrics(), action=action, cpu_s=time.process_time() - t0)
+            atomic_write_json(path, data)
+            print(f"{workload} {label}: bucketed p95 {done[label]['bucketed_p95_ms']:.1f} ms", flush=True)
+    return data
+
+
+def _straggler_label(config: dict) -> str:
+    if config["agent"] != "lcpo":
+        return config["agent"].upper()
+    t = config.get("overrides", {}).get("ood_threshold")
+    return STRAGGLER_LABELS.get(t, f"LCPO (threshold {t})")
+
+
+def load_straggler_runs(folder: Path) -> pd.DataFrame:
+    """One row per finished straggler run: workload, policy label, seed, metrics, run folder."""
+    rows = []
+    for run in finished_runs(folder):
+        s = json.loads((run / "summary.json").read_text())
+        c, m = s["config"], s.get("env_metrics") or {}
+        rows.append({"workload": c["trace"], "policy": _straggler_label(c), "seed": c["seed"], "steps": s["steps"],
+                     "bucketed_p95_ms": m.get("bucketed_p95_ms"), "forced_fraction": m.get("forced_fraction"),
+                     "lifelong_return": s["lifelong_return"], "constrained_fraction": s.get("constrained_fraction"),
+                     "ood_fraction": s.get("ood_fraction"), "wall_time_s": s["wall_time_s"],
+                     "steps_per_s": s["steps_per_s"], "run": run})
+    return pd.DataFrame(rows)
+
+
+def straggler_section(folder: Path) -> list[str]:
+    """Paper Table 1's comparison: the learned policies' bucketed p95 next to every fixed policy's."""
+    runs = load_straggler_runs(folder) if folder.exists() else pd.DataFrame()
+    f = folder / "fixed.json"
+    fixed = json.loads(f.read_text()) if f.exists() else {"results": {}}
+    if not len(runs) and not fixed["results"]:
+        return []
+    lines = ["## Straggler mitigation at a paper-like budget", "",
+             "`lcpo sweep configs/paper-budget-straggler.toml --out docs/results/paper-budget/straggler`: "
+             f"{STRAGGLER_STEPS:,} steps (500 ms each: 1,389 simulated hours; the paper: 21M) of the continuing "
+             "task with the paper's straggler hyperparameters; fixed policies: `python benchmarks/paper_budget.py "
+             "fixed` (the environment alone, same workload and length, environment seed 0). Metric: the paper's, "
+             "the mean over 5-minute arrival buckets of each bucket's p95 latency (ms, lower is better), over the "
+             "whole run (learning included, as a lifelong return is). Intervals: 95% percentile bootstrap over "
+             "seeds.", ""]
+    for workload in STRAGGLER_WORKLOADS:
+        fx = fixed["results"].get(workload, {})
+        sub = runs[runs["workload"] == workload] if len(runs) else runs
+        if not fx and not len(sub):
+            continue
+        lines += [f"### Workload `{workload}`", "",
+                  "| policy | seeds | bucketed p95 (ms), mean [95% CI] | per seed | vs best fixed | forced steps | "
+                  "constrained updates | OOD fraction |", "|---|---|---|---|---|---|---|---|"]
+        best = min(fx.items(), key=lambda kv: kv[1]["bucketed_p95_ms"]) if fx else None
+        if fx:
+            never = fx.get("never hedge")
+            if never:
+                lines.append(f"| never hedge | fixed | {never['bucketed_p95_ms']:.1f} | | "
+                             f"{100 * (never['bucketed_p95_ms'] / best[1]['bucketed_p95_ms'] - 1):+.1f} % | "
+                             f"{100 * never['forced_fraction']:.2f} % | | |")
+            lines.append(f"| best fixed ({best[0]}) | fixed | {best[1]['bucketed_p95_ms']:.1f} | | 0 % | "
+                         f"{100 * best[1]['forced_fraction']:.2f} % | | |")
+        means = {}
+        for policy, grp in sorted(sub.groupby("policy"), key=lambda kv: kv[0]) if len(sub) else []:
+            grp = grp.sort_values("seed")
+            v = grp["bucketed_p95_ms"].astype(float).tolist()
+            means[policy] = float(np.mean(v))
+            rel = f"{100 * (means[policy] / best[1]['bucketed_p95_ms'] - 1):+.1f} %" if best else "—"
+            lines.append(f"| {policy} | {len(grp)} | {_ci_text(v)} | {', '.join(f'{x:.1f}' for x in v)} | {rel} | "
+                         f"{100 * grp['forced_fraction'].mean():.2f} % | {grp['constrained_fraction'].mean():.2f} | "
+                         f"{grp['ood_fraction'].mean():.3f} |")
+        lines.append("")
+        if fx:
+            lines += ["All fixed policies (bucketed p95, ms): " + ", ".join(
+                f"{k.replace('timeout ', '')} {v['bucketed_p95_ms']:.1f}"
+                for k, v in sorted(fx.items(), key=lambda kv: kv[1]["action"])) + ".", ""]
+        med, a2c = means.get(STRAGGLER_LABELS[24.0]), means.get("A2C")
+        if best and med is not None and a2c is not None:
+            within = med <= 1.1 * best[1]["bucketed_p95_ms"]
+            lines += [f"Paper Table 1's shape (LCPO within ~10% of the best fixed policy, and ahead of A2C): "
+                      f"LCPO-Med is {'within' if within else 'not within'} 10% of the best fixed policy "
+                      f"({med:.1f} vs {best[1]['bucketed_p95_ms']:.1f} ms) and "
+                      f"{'ahead of' if med < a2c else 'behind'} A2C by {abs(a2c - med):.1f} ms "
+                      f"(A2C {a2c:.1f} ms; compare the intervals above).", ""]
+    png = folder.parent / "straggler_timeseries.png"
+    if straggler_figure(runs, png):
+        lines += ["![straggler time series](straggler_timeseries.png)", ""]
+    return lines
+
+
+def straggler_figure(runs: pd.DataFrame, path: Path) -> bool:
+    """Cost per 200-step window over the run (mean over seeds, 500k-step means), one panel per workload."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not len(runs):
+        return False
+    fig, axes = plt.subplots(1, len(STRAGGLER_WORKLOADS), figsize=(13, 4), squeeze=False)
+    for ax, workload in zip(axes[0], STRAGGLER_WORKLOADS):
+        for policy, grp in runs[runs["workload"] == workload].groupby("policy"):
+            curves = []
+            for run in grp["run"]:
+                f = run / "episodes_binned.csv.gz"
+                if f.exists():
+                    b = pd.read_csv(f)
+                    b["window"] = (b["step"] - 1) // 500_000
+                    curves.append(b.groupby("window").apply(
+                        lambda d: np.average(d["return"], weights=d["episodes"]), include_groups=False))
+            if curves:
+                m = pd.concat(curves, axis=1).mean(axis=1)
+                ax.plot((m.index + 0.5) * 0.5, m.values, label=f"{policy} ({len(curves)})", lw=1.1)
+        ax.set_title(f"straggler, {workload}")
+        ax.set_xlabel("step (millions)")
+        ax.set_ylabel("return per 200-step window")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def report(folder: Path) -> None:
     runs = load_runs(folder)
     lines = ["# LCPO at the paper's budget (issue 16)", "",
@@ -381,9 +548,12 @@ def report(folder: Path) -> None:
                       "warm-up).", ""] + f_lines
             if forgetting_figure(curves, folder / "forgetting.png"):
                 lines += ["![forgetting](forgetting.png)", ""]
+        lines += straggler_section(folder / STRAGGLER)
         lines += ["## How these were run", "",
                   "```", "lcpo sweep configs/fidelity.toml --out docs/results/paper-budget/fidelity",
                   "lcpo sweep configs/paper-budget.toml --out docs/results/paper-budget   # skips committed runs",
+                  "lcpo sweep configs/paper-budget-straggler.toml --out docs/results/paper-budget/straggler",
+                  "python benchmarks/paper_budget.py fixed     # straggler: fixed timeouts and never hedging",
                   "python benchmarks/paper_budget.py harvest && python benchmarks/paper_budget.py report", "```", "",
                   "Machine: the project's shared 2-core x86_64 development machine (Python 3.11, torch 2.13 CPU), "
                   "two runs at a time, one torch thread each, niced beside other work (load average 2-9 during "
@@ -399,18 +569,24 @@ def report(folder: Path) -> None:
             lines.append(f"| {r.trace} | {r.agent} | {r.seed} | {r.steps:,} | {r.lifelong_return:.1f} | "
                          f"{r.wall_time_s / 60:.1f} min | {r.steps_per_s:,.0f} |")
         lines.append("")
-    (folder / "report.md").write_text("\n".join(lines))
+    from lcpo.atomic import atomic_write_text
+
+    atomic_write_text(folder / "report.md", "\n".join(lines))
     print(f"wrote {folder / 'report.md'} ({len(runs)} runs)")
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("command", choices=("harvest", "report"))
+    p.add_argument("command", choices=("harvest", "fixed", "report"))
     p.add_argument("--folder", type=Path, default=OUT, help="the sweep folder (default: %(default)s)")
     p.add_argument("--force", action="store_true", help="harvest: rewrite existing compact files")
+    p.add_argument("--steps", type=int, default=STRAGGLER_STEPS,
+                   help="fixed: environment steps per fixed policy (default: %(default)s, the sweep's)")
     a = p.parse_args(argv)
     if a.command == "harvest":
-        harvest([a.folder, a.folder / "fidelity"], a.force)
+        harvest([a.folder, a.folder / "fidelity", a.folder / STRAGGLER], a.force)
+    elif a.command == "fixed":
+        fixed_policies(a.folder / STRAGGLER / "fixed.json", a.steps)
     else:
         report(a.folder)
     return 0
