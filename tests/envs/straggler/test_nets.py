@@ -150,3 +150,26 @@ def test_numpy_mirror_matches_torch_and_is_exactly_invariant():
     # the generic fast path falls back to torch for this body (not a plain MLP); the body offers the mirror
     assert type(make_fast_policy(policy)).__name__ in ("TorchPolicy", "NumpyPermInvariantPolicy")
     assert isinstance(policy.body.fast_policy(policy), NumpyPermInvariantPolicy)
+
+
+@pytest.mark.parametrize("phi_hidden, rho_hidden, dims", [((), (), 1), ((8,), (), 2), ((), (8, 4), 3), ((32, 16), (32, 16), 1)])
+def test_numpy_mirror_matches_torch_for_any_layer_count(phi_hidden, rho_hidden, dims):
+    """The mirror folds biases into the weights and phi's last layer after the mean: exact in real
+    arithmetic for any depth (no hidden layer at all included) and any number of action dimensions."""
+    torch.manual_seed(1)
+    policy = CategoricalPolicy(32, dims, 9, body=PermInvariantNet(10, dims * 9, phi_hidden, rho_hidden))
+    fast = NumpyPermInvariantPolicy(policy)
+    x = _obs(batch=8, seed=3)
+    with torch.no_grad():
+        ref = policy(torch.from_numpy(x)).numpy().reshape(8, dims, 9)
+    for i in range(len(x)):
+        a = fast.logits(x[i])
+        assert a.shape == (dims, 9)
+        np.testing.assert_allclose(a, ref[i], rtol=1e-5, atol=1e-6)
+        b = fast.logits(x[(i + 1) % len(x)])
+        assert a is not b and not np.shares_memory(a, b)  # logits are new arrays, not the internal buffer
+        np.testing.assert_array_equal(fast.greedy(x[i]), ref[i].argmax(axis=1))
+        # Gumbel-max with noise that favours bin 8 strongly enough picks it in every dimension
+        noise = np.zeros(dims * 9, np.float32)
+        noise[8::9] = 1e3
+        np.testing.assert_array_equal(fast.sample(x[i], noise), np.full(dims, 8))

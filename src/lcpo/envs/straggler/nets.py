@@ -134,8 +134,13 @@ class NumpyPermInvariantPolicy:
     """NumPy forward pass and Gumbel-max sampler mirroring a ``CategoricalPolicy`` whose body is a
     :class:`PermInvariantNet` (same interface as :class:`lcpo.nets.NumpyPolicy`).
 
-    Logits agree with the torch policy to float32 rounding (not bit for bit). Call :meth:`sync` after every
-    parameter change.
+    The per-step hot path of every straggler agent, so it makes as few NumPy calls as it can, into buffers
+    allocated once: each linear layer is one ``matmul`` on inputs carrying a constant 1 column (the bias is the
+    weight matrix's last row) plus one in-place ReLU, and ``phi``'s last layer (to 1 value, no ReLU) is moved
+    after the mean over the servers, ``mean_j(h_j) @ w + b``, which is the same affine map of the same mean.
+    Logits agree with the torch policy to float32 rounding (not bit for bit); a permutation of the servers
+    gives bit-identical logits (the servers are sorted first, as in :meth:`PermInvariantNet.server_features`).
+    Call :meth:`sync` after every parameter change.
 
     Args:
         policy: a :class:`lcpo.nets.CategoricalPolicy` with a :class:`PermInvariantNet` body.
@@ -150,52 +155,65 @@ class NumpyPermInvariantPolicy:
             raise TypeError(f"NumpyPermInvariantPolicy needs a PermInvariantNet body, got {type(body).__name__}")
         self.policy, self.body = policy, body
         self.dims, self.bins = policy.dims, policy.bins
-        self._phi = _linears(body.phi)
-        self._rho = _linears(body.rho)
-        self.phi_w = [np.zeros((m.in_features, m.out_features), np.float32) for m in self._phi]
-        self.phi_b = [np.zeros(m.out_features, np.float32) for m in self._phi]
-        self.rho_w = [np.zeros((m.in_features, m.out_features), np.float32) for m in self._rho]
-        self.rho_b = [np.zeros(m.out_features, np.float32) for m in self._rho]
-        n = body.n_servers
-        self._pairs = np.zeros((n, 2), np.float32)
-        self._x = np.zeros(1 + N_OTHER_FEATURES, np.float32)
+        n = self.n = body.n_servers
+        self._phi, self._rho = _linears(body.phi), _linears(body.rho)
+        # weights with the bias as a last row, (in + 1, out); activations with a trailing constant-1 column
+        self._phi_w = [np.zeros((m.in_features + 1, m.out_features), np.float32) for m in self._phi[:-1]]
+        self._phi_h = [np.ones((n, m.out_features + 1), np.float32) for m in self._phi[:-1]]
+        self._phi_last = np.zeros(self._phi[-1].in_features + 1, np.float32)  # (w / N, b) of phi's last layer
+        self._pooled = np.ones(self._phi[-1].in_features + 1, np.float32)     # (sum_j h_j, 1)
+        self._rho_w = [np.zeros((m.in_features + 1, m.out_features), np.float32) for m in self._rho]
+        self._rho_h = [np.ones(m.out_features + 1, np.float32) for m in self._rho]
+        self._pairs = np.ones((n, 3), np.float32)
+        self._x = np.ones(2 + N_OTHER_FEATURES, np.float32)
+        self._noisy = np.zeros(self.dims * self.bins, np.float32)
         self.sync()
 
     def sync(self) -> None:
         """Copy the torch weights into the NumPy arrays (in place)."""
         with torch.no_grad():
-            for lins, ws, bs in ((self._phi, self.phi_w, self.phi_b), (self._rho, self.rho_w, self.rho_b)):
-                for lin, w, b in zip(lins, ws, bs):
-                    w[...] = lin.weight.detach().numpy().T
-                    b[...] = lin.bias.detach().numpy()
+            for lin, w in zip(self._phi[:-1] + self._rho, self._phi_w + self._rho_w):
+                w[:-1] = lin.weight.detach().numpy().T
+                w[-1] = lin.bias.detach().numpy()
+            last = self._phi[-1]
+            self._phi_last[:-1] = last.weight.detach().numpy()[0] / np.float32(self.n)
+            self._phi_last[-1] = last.bias.detach().numpy()[0]
 
-    @staticmethod
-    def _mlp(x: np.ndarray, ws: list[np.ndarray], bs: list[np.ndarray]) -> np.ndarray:
-        last = len(ws) - 1
-        for i, (w, b) in enumerate(zip(ws, bs)):
-            x = x @ w
-            x += b
-            if i < last:
-                np.maximum(x, 0.0, out=x)
-        return x
-
-    def logits(self, obs: np.ndarray) -> np.ndarray:
-        """``(D, K)`` float32 logits of one observation ``(2N + 12,)``."""
-        n = self.body.n_servers
+    def _forward(self, obs: np.ndarray) -> np.ndarray:
+        """``(D * K,)`` float32 logits in an internal buffer (overwritten by the next call)."""
+        n = self.n
         obs = np.asarray(obs, np.float32)
         pairs = self._pairs
         np.log1p(obs[:n], out=pairs[:, 0])
         np.log1p(obs[n:2 * n], out=pairs[:, 1])
-        pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+        h = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]  # servers in (queue, average queue) order
+        for w, out in zip(self._phi_w, self._phi_h):
+            v = out[:, :-1]
+            np.matmul(h, w, out=v)
+            np.maximum(v, 0.0, out=v)
+            h = out
+        np.add.reduce(h[:, :-1], axis=0, out=self._pooled[:-1])
         x = self._x
-        x[0] = self._mlp(pairs, self.phi_w, self.phi_b).mean()
-        x[1:] = obs[2 * n:]
-        return self._mlp(x, self.rho_w, self.rho_b).reshape(self.dims, self.bins)
+        x[0] = self._pooled @ self._phi_last
+        x[1:-1] = obs[2 * n:]
+        h, last = x, len(self._rho_w) - 1
+        for i, (w, out) in enumerate(zip(self._rho_w, self._rho_h)):
+            v = out[:-1]
+            np.matmul(h, w, out=v)
+            if i < last:
+                np.maximum(v, 0.0, out=v)
+            h = out
+        return h[:-1]
+
+    def logits(self, obs: np.ndarray) -> np.ndarray:
+        """``(D, K)`` float32 logits of one observation ``(2N + 12,)`` (a new array)."""
+        return self._forward(obs).reshape(self.dims, self.bins).copy()
 
     def sample(self, obs: np.ndarray, gumbel: np.ndarray) -> np.ndarray:
         """Draw an action ``(D,)`` int64 via Gumbel-max with pre-drawn noise ``gumbel (D * K,)`` float32."""
-        return (self.logits(obs) + gumbel.reshape(self.dims, self.bins)).argmax(axis=1)
+        noisy = np.add(self._forward(obs), gumbel.reshape(-1), out=self._noisy)
+        return noisy.reshape(self.dims, self.bins).argmax(axis=1)
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """Most probable action ``(D,)`` int64."""
-        return self.logits(obs).argmax(axis=1)
+        return self._forward(obs).reshape(self.dims, self.bins).argmax(axis=1)
