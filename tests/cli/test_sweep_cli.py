@@ -62,3 +62,22 @@ def test_dry_run_into_a_closed_pipe_is_quiet(tmp_path):
     proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
     assert proc.stdout.startswith("WindyPendulum-v0_")
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+def test_only_selects_and_orders_runs_and_names_a_pattern_that_matches_nothing(capsys, tmp_path):
+    from pathlib import Path
+
+    from lcpo.cli.main import main
+
+    config = Path(__file__).resolve().parents[2] / "configs" / "paper-budget.toml"
+    rc = main(["sweep", str(config), "--out", str(tmp_path / "s"), "--dry-run",
+               "--only", "*wind-1_ppo_s0-*", "--only", "*wind-1_*_s1-*"])
+    cap = capsys.readouterr()
+    ids = cap.out.split()
+    assert rc == 0 and ids[0].startswith("WindyPendulum-v0_wind-1_ppo_s0-")
+    assert len(ids) == 5 and all("_wind-1_" in i and "_s1-" in i for i in ids[1:])
+    assert "5 of 24 runs" in cap.err
+    rc = main(["sweep", str(config), "--out", str(tmp_path / "s"), "--dry-run", "--only", "*wind-2*"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and "'*wind-2*' match no run" in err
+    assert not (tmp_path / "s").exists()

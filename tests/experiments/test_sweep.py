@@ -92,6 +92,41 @@ def test_bad_arguments():
         run_sweep(specs, "/nonexistent-never-created", address="tcp://127.0.0.1:1")
 
 
+def test_only_runs_the_selected_runs_in_pattern_order_and_keeps_the_whole_manifest(tmp_path):
+    from lcpo.experiments.runner import select_runs
+
+    specs = specs_of(sweep_dict(agents=("lcpo", "a2c"), seeds=3))
+    ids = [s.run_id for s in specs]
+    a2c_s2 = next(i for i in ids if "_a2c_s2-" in i)
+    # priority: A2C seed 2 first, then every LCPO run; A2C seeds 0 and 1 are not selected
+    patterns = ["*_a2c_s2-*", "*_lcpo_*"]
+    chosen = [s.run_id for s in select_runs(specs, patterns)]
+    assert chosen[0] == a2c_s2 and sorted(chosen[1:]) == sorted(i for i in ids if "_lcpo_" in i)
+    assert [i for i in ids if "_lcpo_" in i] == chosen[1:]  # same pattern: the sweep's order
+    with pytest.raises(ValueError, match=r"'\*_ppo_\*' match no run"):
+        select_runs(specs, ["*_lcpo_*", "*_ppo_*"])
+    with pytest.raises(ValueError, match="no --only pattern"):
+        select_runs(specs, [])
+    # a pattern matched by a spec already claimed by an earlier pattern still counts as matching
+    assert len(select_runs(specs, ["*", "*_lcpo_*"])) == len(specs)
+
+    out = run_sweep(specs, tmp_path, workers=1, executor=FAKE, progress=False, only=patterns)
+    status = {o.run_id: o.status for o in out}
+    assert [o.run_id for o in out] == ids  # one outcome per spec, in spec order
+    for i in ids:
+        assert status[i] == ("done" if i in chosen else "deselected")
+        assert (run_dir(tmp_path, i) / "summary.json").exists() == (i in chosen)
+    # one worker: the runs finished in the patterns' order
+    finish = sorted(chosen, key=lambda i: (run_dir(tmp_path, i) / "summary.json").stat().st_mtime_ns)
+    assert finish == chosen
+    # the manifest still describes the whole sweep
+    assert [d["run_id"] for d in json.loads((tmp_path / "sweep.json").read_text())["specs"]] == ids
+    # a later full sweep skips the selected runs and runs the rest
+    out = run_sweep(specs, tmp_path, workers=1, executor=FAKE, progress=False)
+    assert {o.run_id for o in out if o.status == "skipped"} == set(chosen)
+    assert {o.run_id for o in out if o.status == "done"} == set(ids) - set(chosen)
+
+
 def _wait_for(predicate, timeout=60.0):
     end = time.monotonic() + timeout
     while time.monotonic() < end:

@@ -14,7 +14,8 @@ __all__ = ["add_parser", "build_parser", "main", "run"]
 _DESCRIPTION = """Run every run of a sweep config (env x trace x agent x seed x hyperparameter grid).
 Finished runs (summary.json present) are skipped; interrupted ones resume from their checkpoints; a failed run
 is recorded in its folder's error.json and does not stop the sweep. Writes RUNS_DIR/results.parquet and
-RUNS_DIR/episodes.parquet at the end; then `lcpo report RUNS_DIR --out DIR`."""
+RUNS_DIR/episodes.parquet at the end; then `lcpo report RUNS_DIR --out DIR`. --only runs a part of the sweep,
+in the order of its patterns (e.g. the long runs first), without changing the config."""
 
 
 def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -31,7 +32,13 @@ def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--executor", default="lcpo.run",
                         help="module providing RunConfig and execute(config, out_dir, resume, progress) "
                              "(default: lcpo.run)")
-    parser.add_argument("--dry-run", action="store_true", help="validate and list the runs, run nothing")
+    parser.add_argument("--only", action="append", metavar="GLOB", default=None,
+                        help="start only the unfinished runs whose id matches this shell glob (repeatable; runs "
+                             "start in the order of the patterns, so list the ones to finish first first), "
+                             "e.g. --only '*wind-1_ppo_s0*' --only '*wind-1_*_s1*'; ids: --dry-run")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="validate and list the runs (with --only, the selected ones in their start order), "
+                             "run nothing")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
     return parser
@@ -53,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from lcpo.experiments.config import ConfigError, expand, load_config
-    from lcpo.experiments.runner import run_sweep
+    from lcpo.experiments.runner import run_sweep, select_runs
 
     try:
         cfg = load_config(args.config, executor=args.executor)
@@ -68,10 +75,17 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         print(f"lcpo sweep: error: --out {out} is an existing file, not a folder", file=sys.stderr)
         return 2
+    if args.only is not None:
+        try:
+            chosen = select_runs(specs, args.only)
+        except ValueError as exc:
+            print(f"lcpo sweep: error: {exc}", file=sys.stderr)
+            return 2
     if args.dry_run:
-        for spec in specs:
+        for spec in (specs if args.only is None else chosen):
             print(spec.run_id)
-        print(f"{len(specs)} runs -> {out}", file=sys.stderr)
+        sel = "" if args.only is None else f"{len(chosen)} of "
+        print(f"{sel}{len(specs)} runs -> {out}", file=sys.stderr)
         return 0
     if args.address is not None and args.backend != "dask":
         print("lcpo sweep: error: --address needs --backend dask", file=sys.stderr)
@@ -80,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"lcpo sweep: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
         return 2
     outcomes = run_sweep(specs, out, backend=args.backend, address=args.address, workers=args.workers,
-                         executor=args.executor, name=cfg.name, progress=not args.no_progress)
+                         executor=args.executor, name=cfg.name, progress=not args.no_progress, only=args.only)
     counts = Counter(o.status for o in outcomes)
     print(f"{len(outcomes)} runs in {out}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     for o in outcomes:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import fcntl
+import fnmatch
 import importlib
 import json
 import multiprocessing
@@ -39,7 +40,8 @@ from typing import Any
 
 from lcpo.experiments.config import DEFAULT_EXECUTOR, RunSpec
 
-__all__ = ["BACKENDS", "RunFailed", "RunOutcome", "run_dir", "run_one", "run_sweep", "write_json_atomic"]
+__all__ = ["BACKENDS", "RunFailed", "RunOutcome", "run_dir", "run_one", "run_sweep", "select_runs",
+           "write_json_atomic"]
 
 BACKENDS = ("local", "dask")
 
@@ -54,7 +56,8 @@ class RunOutcome:
 
     Attributes:
         run_id: the spec's id.
-        status: ``"done"`` (finished now), ``"skipped"`` (finished before), or ``"failed"``.
+        status: ``"done"`` (finished now), ``"skipped"`` (finished before), ``"failed"``, or ``"deselected"``
+            (unfinished and matched by none of the sweep's ``only`` patterns: not started).
         wall_time_s: the run's ``wall_time_s`` from its summary (0 for skipped and failed runs).
         error: the error message for a failed run, else ``None``.
     """
@@ -130,6 +133,47 @@ def run_one(config: dict[str, Any], out_dir: str, executor: str = DEFAULT_EXECUT
                 "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": os.uname().nodename, "pid": os.getpid(),
             })
             raise RunFailed(f"{out.name}: {type(exc).__name__}: {exc}\n{tb}") from None
+
+
+def select_runs(specs: Sequence[RunSpec], patterns: Sequence[str]) -> list[RunSpec]:
+    """The specs whose run id matches one of the glob ``patterns``, in the patterns' order of priority.
+
+    A spec goes with the first pattern it matches; specs of the same pattern keep the sweep's order. So
+    ``["*wind-1_ppo_s0*", "*wind-1*"]`` starts trace ``wind-1``'s PPO seed 0 first, then the rest of that trace.
+    Patterns are shell-style (``fnmatch``: ``*``, ``?``, ``[...]``), case-sensitive, matched against the whole run
+    id (list the ids with ``lcpo sweep CONFIG --dry-run``).
+
+    Args:
+        specs: the expanded sweep.
+        patterns: one or more glob patterns.
+
+    Returns:
+        The selected specs, each once.
+
+    Raises:
+        ValueError: ``patterns`` is empty, or a pattern matches no run id (the error names it, so a typo never
+            silently selects nothing).
+    """
+    patterns = list(patterns)
+    if not patterns:
+        raise ValueError("no --only pattern given")
+    ranked: list[list[RunSpec]] = [[] for _ in patterns]
+    hits = [0] * len(patterns)
+    for spec in specs:
+        first = None
+        for i, pat in enumerate(patterns):
+            if fnmatch.fnmatchcase(spec.run_id, pat):
+                hits[i] += 1
+                if first is None:
+                    first = i
+        if first is not None:
+            ranked[first].append(spec)
+    unmatched = [pat for pat, n in zip(patterns, hits) if n == 0]
+    if unmatched:
+        raise ValueError(f"--only pattern(s) {', '.join(map(repr, unmatched))} match no run of this sweep "
+                         "(list the run ids with --dry-run; patterns are shell globs on the whole id, "
+                         "e.g. '*wind-1_lcpo_s0*')")
+    return [spec for group in ranked for spec in group]
 
 
 def _is_finished(runs_dir: Path, run_id: str) -> bool:
@@ -252,8 +296,10 @@ def _lock(runs_dir: Path):
 
 def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = "local",
               address: str | None = None, workers: int | None = None, executor: str = DEFAULT_EXECUTOR,
-              name: str = "sweep", progress: bool = True, write_store: bool = True) -> list[RunOutcome]:
-    """Run every unfinished spec into ``runs_dir/runs/<run_id>`` and (re)build the results store.
+              name: str = "sweep", progress: bool = True, write_store: bool = True,
+              only: Sequence[str] | None = None) -> list[RunOutcome]:
+    """Run every unfinished spec (or those ``only`` selects) into ``runs_dir/runs/<run_id>`` and (re)build the
+    results store.
 
     Args:
         specs: the expanded sweep (:func:`lcpo.experiments.config.expand`).
@@ -266,13 +312,16 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
         name: sweep name, stored in the manifest.
         progress: show a progress bar (stderr).
         write_store: write ``results.parquet`` / ``episodes.parquet`` at the end.
+        only: glob patterns on run ids (:func:`select_runs`): start only the unfinished runs they match, in the
+            patterns' order of priority. The manifest (``sweep.json``) and the store still cover every spec, so
+            a selective sweep leaves the folder's record of the whole sweep intact.
 
     Returns:
         One :class:`RunOutcome` per spec, in spec order.
 
     Raises:
         ValueError: for an unknown backend, a non-positive ``workers``, ``address`` without the dask backend,
-            or duplicate run ids.
+            duplicate run ids, or an ``only`` pattern that matches no run id.
         lcpo.runlock.RunFolderBusy: (a RuntimeError) if another sweep holds the folder's lock.
     """
     specs = list(specs)
@@ -285,6 +334,7 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
     ids = [s.run_id for s in specs]
     if len(set(ids)) != len(ids):
         raise ValueError("duplicate run ids in specs")
+    order = specs if only is None else select_runs(specs, only)
     runs_dir = Path(runs_dir)
     runs_dir.mkdir(parents=True, exist_ok=True)
     lock = _lock(runs_dir)
@@ -294,14 +344,17 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
             "specs": [{"run_id": s.run_id, "config": dict(s.config)} for s in specs],
         })
         outcomes: dict[str, RunOutcome] = {}
-        todo = []
         for spec in specs:
             if _is_finished(runs_dir, spec.run_id):
                 outcomes[spec.run_id] = RunOutcome(spec.run_id, "skipped")
-            else:
-                todo.append(spec)
+        todo = [spec for spec in order if spec.run_id not in outcomes]
+        selected = {spec.run_id for spec in todo}
+        for spec in specs:
+            if spec.run_id not in outcomes and spec.run_id not in selected:
+                outcomes[spec.run_id] = RunOutcome(spec.run_id, "deselected")
         n_workers = workers or _default_workers()
-        bar = _Progress(len(specs), len(specs) - len(todo), n_workers, progress)
+        shown = len(todo) + sum(o.status == "skipped" for o in outcomes.values())
+        bar = _Progress(shown, shown - len(todo), n_workers, progress)
 
         def on_result(spec: RunSpec, summary: Any, exc: BaseException | None) -> None:
             if exc is None:
