@@ -496,6 +496,8 @@ def straggler_figure(runs: pd.DataFrame, path: Path) -> bool:
             if curves:
                 m = pd.concat(curves, axis=1).mean(axis=1)
                 ax.plot((m.index + 0.5) * 0.5, m.values, label=f"{policy} ({len(curves)})", lw=1.1)
+        if not ax.lines:
+            ax.text(0.5, 0.5, "no finished runs yet", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(f"straggler, {workload}")
         ax.set_xlabel("step (millions)")
         ax.set_ylabel("return per 200-step window")
@@ -528,9 +530,11 @@ def report(folder: Path) -> None:
             if timeseries_figure(runs, trace, png):
                 lines += [f"![{trace}]({png.name})", ""]
         lines += ["## Training diagnostics", "",
-                  "These runs were made before `diagnostics.csv` averaged each key over the updates that reported "
-                  "it; keys that LCPO reports only on constrained updates (KLs, halvings, acceptance) are diluted "
-                  "by the unconstrained fraction, which is under 1% after the warm-up here.", ""]
+                  "The trace `wind-3` runs were made before `diagnostics.csv` averaged each key over the updates "
+                  "that reported it: there, keys that LCPO reports only on constrained updates (KLs, halvings, "
+                  "acceptance) are diluted by the unconstrained fraction, under 1% after the warm-up. The later "
+                  "runs (trace `wind-1`, the straggler study) average each key over the updates that report it.",
+                  ""]
         lines += diagnostics_table(runs)
         f_lines, curves = forgetting_summary(runs)
         if f_lines:
@@ -557,10 +561,12 @@ def report(folder: Path) -> None:
                   "python benchmarks/paper_budget.py harvest && python benchmarks/paper_budget.py report", "```", "",
                   "Machine: the project's shared 2-core x86_64 development machine (Python 3.11, torch 2.13 CPU), "
                   "two runs at a time, one torch thread each, niced beside other work (load average 2-9 during "
-                  "the 2026-11-30 session), so wall times and steps/s below are lower bounds and vary with the "
-                  "load. The 2026-11-30 runs used the code of commit c2d58c0 (the sweep ran with `PYTHONPATH` on an "
-                  "export of it while the tree changed); later fixes (issue 13's KL form, per-key diagnostics "
-                  "means) do not change these agents' algorithms.", ""]
+                  "the 2026-11-30 session, about 2-3 on 2026-12-01), so wall times and steps/s below are lower "
+                  "bounds and vary with the load. Every sweep ran with `PYTHONPATH` on an export of one commit "
+                  "while the tree changed: the trace `wind-3` runs (2026-11-30) on c2d58c0; later fixes (issue "
+                  "13's KL form, per-key diagnostics means) do not change these agents' algorithms. The trace "
+                  "`wind-1` and straggler runs (2026-12-01) on 45a036a (`wind-1` LCPO seed 0) and bc7954b, whose "
+                  "agent, environment and loop code are identical.", ""]
         total = runs["wall_time_s"].sum() / 3600
         lines += [f"Total run time of the {len(runs)} runs below: {total:.1f} hours (two at a time).", ""]
         lines += ["## Runs", "", "| trace | agent | seed | steps | lifelong return | wall time | steps/s |",
