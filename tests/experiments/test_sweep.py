@@ -107,6 +107,8 @@ def test_only_runs_the_selected_runs_in_pattern_order_and_keeps_the_whole_manife
         select_runs(specs, ["*_lcpo_*", "*_ppo_*"])
     with pytest.raises(ValueError, match="no --only pattern"):
         select_runs(specs, [])
+    # one pattern given as a plain string is one pattern, not its characters
+    assert [s.run_id for s in select_runs(specs, "*_lcpo_*")] == chosen[1:]
     # a pattern matched by a spec already claimed by an earlier pattern still counts as matching
     assert len(select_runs(specs, ["*", "*_lcpo_*"])) == len(specs)
 

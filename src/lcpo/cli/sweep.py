@@ -35,10 +35,11 @@ def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--only", action="append", metavar="GLOB", default=None,
                         help="start only the unfinished runs whose id matches this shell glob (repeatable; runs "
                              "start in the order of the patterns, so list the ones to finish first first), "
-                             "e.g. --only '*wind-1_ppo_s0*' --only '*wind-1_*_s1*'; ids: --dry-run")
+                             "e.g. --only '*wind-1_ppo_s0-*' --only '*wind-1_*_s1-*' (end a seed with '-': "
+                             "s1* also matches s10-s19); ids: --dry-run")
     parser.add_argument("--dry-run", action="store_true",
-                        help="validate and list the runs (with --only, the selected ones in their start order), "
-                             "run nothing")
+                        help="validate and list the runs (with --only, the selected ones in their start order, "
+                             "finished ones included: a sweep skips them), run nothing")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
     return parser

@@ -58,7 +58,7 @@ class RunOutcome:
         run_id: the spec's id.
         status: ``"done"`` (finished now), ``"skipped"`` (finished before), ``"failed"``, or ``"deselected"``
             (unfinished and matched by none of the sweep's ``only`` patterns: not started).
-        wall_time_s: the run's ``wall_time_s`` from its summary (0 for skipped and failed runs).
+        wall_time_s: the run's ``wall_time_s`` from its summary (0 for skipped, failed and deselected runs).
         error: the error message for a failed run, else ``None``.
     """
 
@@ -139,7 +139,7 @@ def select_runs(specs: Sequence[RunSpec], patterns: Sequence[str]) -> list[RunSp
     """The specs whose run id matches one of the glob ``patterns``, in the patterns' order of priority.
 
     A spec goes with the first pattern it matches; specs of the same pattern keep the sweep's order. So
-    ``["*wind-1_ppo_s0*", "*wind-1*"]`` starts trace ``wind-1``'s PPO seed 0 first, then the rest of that trace.
+    ``["*wind-1_ppo_s0-*", "*wind-1*"]`` starts trace ``wind-1``'s PPO seed 0 first, then the rest of that trace.
     Patterns are shell-style (``fnmatch``: ``*``, ``?``, ``[...]``), case-sensitive, matched against the whole run
     id (list the ids with ``lcpo sweep CONFIG --dry-run``).
 
@@ -154,7 +154,7 @@ def select_runs(specs: Sequence[RunSpec], patterns: Sequence[str]) -> list[RunSp
         ValueError: ``patterns`` is empty, or a pattern matches no run id (the error names it, so a typo never
             silently selects nothing).
     """
-    patterns = list(patterns)
+    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
     if not patterns:
         raise ValueError("no --only pattern given")
     ranked: list[list[RunSpec]] = [[] for _ in patterns]
@@ -172,7 +172,7 @@ def select_runs(specs: Sequence[RunSpec], patterns: Sequence[str]) -> list[RunSp
     if unmatched:
         raise ValueError(f"--only pattern(s) {', '.join(map(repr, unmatched))} match no run of this sweep "
                          "(list the run ids with --dry-run; patterns are shell globs on the whole id, "
-                         "e.g. '*wind-1_lcpo_s0*')")
+                         "e.g. '*wind-1_lcpo_s0-*': end a seed with '-', or s1 also matches s10-s19)")
     return [spec for group in ranked for spec in group]
 
 
@@ -262,9 +262,10 @@ def _run_dask(todo: Sequence[RunSpec], runs_dir: Path, executor: str, workers: i
     try:
         on_slots(sum(client.nthreads().values()) or workers)  # for the "running" count of the progress bar
         futures = {}
-        for spec in todo:
+        for rank, spec in enumerate(todo):
+            # priority: Dask starts higher first (the local pool is FIFO), so the sweep's / --only's order holds
             fut = client.submit(run_one, dict(spec.config), str(run_dir(runs_dir, spec.run_id)), executor,
-                                retries=2, pure=False)
+                                retries=2, pure=False, priority=len(todo) - rank)
             futures[fut] = spec
         for fut in as_completed(list(futures)):
             spec = futures[fut]
@@ -353,7 +354,8 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
             if spec.run_id not in outcomes and spec.run_id not in selected:
                 outcomes[spec.run_id] = RunOutcome(spec.run_id, "deselected")
         n_workers = workers or _default_workers()
-        shown = len(todo) + sum(o.status == "skipped" for o in outcomes.values())
+        # the bar covers the selection: its finished runs (skipped) and the ones to run
+        shown = len(todo) + sum(outcomes.get(spec.run_id, RunOutcome("", "")).status == "skipped" for spec in order)
         bar = _Progress(shown, shown - len(todo), n_workers, progress)
 
         def on_result(spec: RunSpec, summary: Any, exc: BaseException | None) -> None:
