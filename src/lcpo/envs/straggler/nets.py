@@ -135,7 +135,7 @@ class NumpyPermInvariantPolicy:
     :class:`PermInvariantNet` (same interface as :class:`lcpo.nets.NumpyPolicy`).
 
     The per-step hot path of every straggler agent, so it makes as few NumPy calls as it can, into buffers
-    allocated once: each linear layer is one ``matmul`` on inputs carrying a constant 1 column (the bias is the
+    allocated once (only the sort of the servers allocates per call): each linear layer is one ``matmul`` on inputs carrying a constant 1 column (the bias is the
     weight matrix's last row) plus one in-place ReLU, and ``phi``'s last layer (to 1 value, no ReLU) is moved
     after the mean over the servers, ``mean_j(h_j) @ w + b``, which is the same affine map of the same mean.
     Logits agree with the torch policy to float32 rounding (not bit for bit); a permutation of the servers
