@@ -2,8 +2,8 @@
 
 Three commands:
 
-    python benchmarks/ood_auto.py run --scale full [--out runs/ood-auto] [--workers N]
-    python benchmarks/ood_auto.py table [--out runs/ood-auto docs/results/paper-budget/straggler] [--markdown FILE]
+    python benchmarks/ood_auto.py run --scale full [--out docs/results/ood-auto] [--workers N]
+    python benchmarks/ood_auto.py table [--out docs/results/ood-auto ...] [--markdown FILE]
     python benchmarks/ood_auto.py offline [--steps 1000000]
 
 ``run`` executes a sweep (finished runs are skipped, unfinished ones resume from their last checkpoint, so the
@@ -13,16 +13,20 @@ command can be repeated until everything is done). ``--scale full`` is the issue
   paper's hand-picked L2 thresholds sigma^2 = 0.25, 1, 4 (Table 7), LCPO ``auto`` with each rule
   (``quantile``, the default, and ``standardized``); about 1.2 CPU-hours;
 - windy InvertedDoublePendulum (MuJoCo; its traces are divided by 8, a change of units the L2 thresholds
-  follow through ``context_spec.scale`` and ``auto`` needs no help for), the same traces and schemes, 1M steps,
-  seeds 0-1; about 2.7 CPU-hours;
-- the straggler environment is not in this sweep: its runs are issue 16's straggler study
-  (``lcpo sweep configs/paper-budget-straggler.toml --out docs/results/paper-budget/straggler``: the Azure LLM
-  workload and the synthetic ramp, 10M steps, the paper's straggler hyperparameters, A2C, LCPO with the paper's
-  Mahalanobis thresholds ``D^2`` = 20, 24, 28 and LCPO ``auto``), which ``table`` reads as a second folder, so the
-  same 10M-step runs are not made twice. Its lifelong return counts the whole run (no warm-up excluded).
+  follow through ``context_spec.scale`` and ``auto`` needs no help for), the same traces, 1M steps, seeds 0-1,
+  A2C, the three hand-picked thresholds and ``auto`` with the default rule only (the rules are compared on the
+  Pendulum); about 2.2 CPU-hours;
+- the straggler environment on the Azure LLM workload, 1M steps, seeds 0-1, with the paper's straggler
+  hyperparameters: A2C, LCPO with the paper's Mahalanobis thresholds ``D^2`` = 20, 24, 28 (Agg / Med / Cons) and
+  LCPO ``auto`` (quantile); about 0.4 CPU-hours. Issue 16's 10M-step straggler study
+  (``docs/results/paper-budget/straggler``) also holds ``auto`` runs; ``table --out`` can pool that folder too,
+  but its rows then mix budgets, so the default reads this sweep only.
 
-120 runs, about 4 CPU-hours in all (measured rates: LCPO 15k steps per CPU-second on windy Pendulum, 5k on
-InvertedDoublePendulum): under half an hour with ``--workers 16``.
+122 runs, about 4 CPU-hours in all (measured rates: LCPO 15k steps per CPU-second on windy Pendulum, 5k on
+InvertedDoublePendulum, 7k on the straggler): well under an hour with ``--workers 16``. The default output folder
+is committed (each finished run's summary.json, config.json and diagnostics.csv, a few kB; the sweep's working
+files are git-ignored): ``scripts/commit_finished_runs.sh MESSAGE docs/results/ood-auto`` after a session, and
+the next session's ``run`` skips what is there.
 
 In every run the reservoir holds 1% of the run's steps (the paper's rule) and the lifelong return drops the
 first 30% of the run (the paper's 6M of 20M). ``--scale reduced`` is what a 2-core session can afford: windy
@@ -55,6 +59,9 @@ PENDULUM = "lcpo/WindyPendulum-v0"
 MUJOCO = "lcpo/WindyInvertedDoublePendulum-v0"
 STRAGGLER = "lcpo/StragglerMitigation-v0"
 WARMUP_FRACTION = 0.3
+#: where ``run`` writes and ``table`` reads by default; finished runs' compact files are committed there
+#: (``scripts/commit_finished_runs.sh MESSAGE docs/results/ood-auto``) so a later session's ``run`` skips them
+RESULTS = ROOT / "docs" / "results" / "ood-auto"
 #: issue 16's straggler study, which includes LCPO ``auto``: the full-scale straggler evidence (read by ``table``)
 STRAGGLER_RUNS = ROOT / "docs" / "results" / "paper-budget" / "straggler"
 #: the paper's hand-picked L2 thresholds (sigma^2, trace units; Table 7) and straggler D^2 (Agg / Med / Cons)
@@ -63,8 +70,8 @@ MAHALANOBIS_FIXED = (20.0, 24.0, 28.0)
 AUTO_RULES = ("quantile", "standardized")
 
 
-def _windy_group(name: str, env: str, traces: list[str], steps: int, seeds: int) -> dict:
-    """A sweep table: A2C, LCPO at the fixed L2 thresholds and LCPO auto with each rule (three sub-sweeps)."""
+def _windy_group(name: str, env: str, traces: list[str], steps: int, seeds: int, rules=AUTO_RULES) -> dict:
+    """Two sweep tables: A2C and LCPO at the fixed L2 thresholds; LCPO auto with each of ``rules``."""
     common = {"envs": [env], "traces": traces, "trace_length": steps, "steps": steps, "seeds": seeds,
               "warmup_steps": int(WARMUP_FRACTION * steps), "checkpoint_every": max(steps // 4, 1),
               "diagnostics_every": max(steps // 20, 200)}
@@ -73,7 +80,7 @@ def _windy_group(name: str, env: str, traces: list[str], steps: int, seeds: int)
         f"{name}-fixed": dict(common, name=f"{name}-fixed", agents=["a2c", "lcpo"],
                               overrides={"lcpo": {"ood_threshold": list(L2_FIXED), "reservoir_size": reservoir}}),
         f"{name}-auto": dict(common, name=f"{name}-auto", agents=["lcpo"],
-                             overrides={"lcpo": {"ood_threshold": "auto", "ood_auto_rule": list(AUTO_RULES),
+                             overrides={"lcpo": {"ood_threshold": "auto", "ood_auto_rule": list(rules),
                                                  "reservoir_size": reservoir}}),
     }
 
@@ -100,7 +107,8 @@ def sweep_tables(scale: str) -> dict[str, dict]:
     if scale == "full":
         traces = ["wind-1", "wind-2", "wind-3", "wind-4"]
         return {**_windy_group("pendulum", PENDULUM, traces, 1_000_000, 3),
-                **_windy_group("mujoco", MUJOCO, traces, 1_000_000, 2)}  # straggler: STRAGGLER_RUNS
+                **_straggler_group(1_000_000, 2),
+                **_windy_group("mujoco", MUJOCO, traces, 1_000_000, 2, rules=("quantile",))}
     raise ValueError(f"unknown scale {scale!r}; choose 'reduced' or 'full'")
 
 
@@ -293,10 +301,10 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run the sweep (finished runs are skipped)")
     r.add_argument("--scale", choices=("reduced", "full"), default="full")
-    r.add_argument("--out", default=str(ROOT / "runs" / "ood-auto"))
+    r.add_argument("--out", default=str(RESULTS))
     r.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
     t = sub.add_parser("table", help="the results table with 95%% intervals and the acceptance checks")
-    t.add_argument("--out", nargs="+", default=[str(ROOT / "runs" / "ood-auto"), str(STRAGGLER_RUNS)],
+    t.add_argument("--out", nargs="+", default=[str(RESULTS)],
                    help="sweep folders whose finished runs are pooled (default: %(default)s)")
     t.add_argument("--markdown", help="also write the table to this file")
     o = sub.add_parser("offline", help="OOD statistics of each rule on the wind traces (no learning)")

@@ -31,7 +31,7 @@ def _windy_states(n, wind, seed=0):
 
 def test_anchor_term_gradient_is_zero_at_old_parameters_and_nonzero_after_one_step():
     env = gym.make("lcpo/WindyPendulum-v0", trace="zero")
-    agent = LCPOP(env, seed=0, reservoir_size=100)
+    agent = LCPOP(env, seed=0, reservoir_size=200)
     anchors = torch.from_numpy(_windy_states(200, 3.0))
     with torch.no_grad():
         logp_old = agent.actor.log_probs(anchors)

@@ -57,7 +57,7 @@ def _replay(obs, detector, scale=None, seed=0, batch=BATCH, anchors_per_update=2
         detector.fit(recent)
         anchors, _ = sample_ood(res, detector, anchors_per_update, 5)
         picked.append(None if anchors is None else anchors[:, 0].astype(int).tolist())
-        if len(res) and isinstance(detector, AutoThreshold):
+        if len(res) and isinstance(detector, AutoThreshold) and math.isfinite(detector.threshold):
             d = detector.distance_sq(res.data[: len(res)])
             gap = min(gap, float(np.min(np.abs(d - detector.threshold)) / detector.threshold))
         res.add_batch(recent)
@@ -117,6 +117,99 @@ def test_straggler_two_feature_context_mahalanobis_auto_is_unit_free():
     auto = [_replay(obs, AutoThreshold("mahalanobis", spec), scale=s, **kw)[0] for s in (None, np.array([1e-4, 1.0]))]
     assert auto[0] == auto[1] == base
     assert fixed[0] != fixed[1]
+
+
+def _degenerate_streams():
+    """Streams on which a unit-dependent floor would show: the context is exactly 0 for the first 10 updates
+    and then moves (as `_wind_stream`), and one whose y axis is always exactly 0."""
+    zero_then = _wind_stream()
+    zero_then[: 10 * BATCH, 3:] = 0.0
+    flat_y = _wind_stream(seed=4)
+    flat_y[:, 6:] = 0.0
+    return {"zero-then-moving": zero_then, "y-always-zero": flat_y}
+
+
+@pytest.mark.parametrize("stream", ["zero-then-moving", "y-always-zero"])
+@pytest.mark.parametrize("kind", [dict(detector="l2"), dict(detector="l2", rule="standardized"),
+                                  dict(detector="mahalanobis")])
+@pytest.mark.parametrize("factor", [10.0, 0.01, 1e-3])
+def test_invariance_holds_with_zero_contexts(stream, kind, factor):
+    """A context entry that is (or has been) exactly 0 carries no unit: no floor may bring one in."""
+    obs = _degenerate_streams()[stream]
+    base, g0 = _replay(obs, AutoThreshold(spec=SPEC, **kind))
+    scaled, g1 = _replay(obs, AutoThreshold(spec=SPEC, **kind), scale=factor)
+    assert min(g0, g1) > 1e-5
+    assert sum(p is not None for p in base) >= UPDATES // 4
+    assert scaled == base
+
+
+def test_quantile_statistic_ties_and_rounding():
+    # every distance tied: a threshold on the tie would label none OOD; all of them are
+    assert quantile_statistic(np.full(10, 2.0), 0.5) == 1.0
+    # a tie at the k-th largest: the tied ones are labelled with it
+    d = np.array([5.0, 3.0, 3.0, 3.0, 1.0])
+    assert int((d > quantile_statistic(d, 0.5)).sum()) == 4
+    assert quantile_statistic(np.zeros(4), 0.5) == 0.0
+    # q N computed in floats is 7.000000000000001 for q = 0.07, N = 100; k must be 7, not 8
+    for n, q, k in [(100, 0.07, 7), (200, 0.07, 14), (100, 0.55, 55), (200, 0.55, 110), (3, 1 / 3, 1)]:
+        d = np.arange(n, dtype=float)
+        assert int((d > quantile_statistic(d, q)).sum()) == k, (n, q)
+    with pytest.raises(ValueError, match="non-finite distance nan"):
+        quantile_statistic(np.array([1.0, np.nan, 3.0]), 0.5)
+
+
+def test_a_constant_regime_then_a_change_is_all_ood_and_unit_free():
+    """A long regime whose context never moves, then a change: the first update after it finds every stored
+    state OOD (they all tie at one distance), whatever the units; the constant regime calibrated nothing."""
+    obs = np.zeros((30 * BATCH, 9))
+    obs[:, 0] = np.arange(obs.shape[0])
+    obs[20 * BATCH:, 3:] = 1.0
+    for factor in (1.0, 1e-3, 1e3):
+        det = AutoThreshold("l2", SPEC)
+        res = ReservoirBuffer(4000, 9, np.random.default_rng(0))
+        fracs = []
+        for u in range(30):
+            recent = (obs[BATCH * u: BATCH * (u + 1)] * np.r_[1, 1, 1, [factor] * 6]).astype(np.float32)
+            det.fit(recent)
+            fracs.append(sample_ood(res, det, 200, 5)[1])
+            if u == 19:
+                assert det.calibrations == 0 and det.threshold == math.inf
+            res.add_batch(recent)
+        assert max(fracs[:20]) == 0.0 and fracs[20] == 1.0, factor
+
+
+def test_non_finite_context_is_named():
+    det = AutoThreshold("l2", SPEC)
+    obs = _wind_stream()[:BATCH]
+    obs[17, 7] = np.nan
+    with pytest.raises(ValueError, match="non-finite value nan in row 17, feature 1"):
+        det.fit(obs)
+
+
+def test_calibration_state_is_refused_by_another_setting():
+    obs = _wind_stream()
+    det = AutoThreshold("l2", SPEC)
+    _replay(obs[: 5 * BATCH], det)
+    state = det.state_dict()
+    other = AutoThreshold("l2", SPEC, target_fraction=0.25)
+    with pytest.raises(ValueError, match="target_fraction=0.5, this agent uses target_fraction=0.25"):
+        other.load_state_dict(state)
+    with pytest.raises(ValueError, match="detector='l2', this agent uses detector='mahalanobis'"):
+        AutoThreshold("mahalanobis", SPEC).load_state_dict(state)
+    same = AutoThreshold("l2", SPEC)
+    same.load_state_dict(state)
+    assert same.threshold == det.threshold
+    old = {k: state[k] for k in ("moments", "log_sum", "calibrations")}  # written before the identity was kept
+    AutoThreshold("l2", SPEC, rule="standardized").load_state_dict(old)
+
+
+def test_reservoir_smaller_than_the_anchor_batch_is_refused():
+    pend = gym.make("lcpo/WindyPendulum-v0", trace="zero")
+    with pytest.raises(ValueError, match="reservoir_size=100 is smaller than ood_batch=200"):
+        LCPO(pend, reservoir_size=100)
+    with pytest.raises(ValueError, match="LCPO-P: reservoir_size=50 is smaller than ood_batch=64"):
+        LCPOP(pend, reservoir_size=50, ood_batch=64)
+    LCPO(pend, reservoir_size=200)  # the smallest that can ever find an anchor batch
 
 
 def test_quantile_statistic_labels_exactly_the_target_fraction():
@@ -194,8 +287,12 @@ def test_invalid_settings_are_named():
         AutoThreshold("mahalanobis", SPEC, rule="standardized")
     with pytest.raises(ValueError, match="unknown automatic OOD threshold rule 'median'"):
         AutoThreshold("l2", SPEC, rule="median")
-    with pytest.raises(ValueError, match="ood_target_fraction must be in"):
+    with pytest.raises(ValueError, match="ood_target_fraction must be a number in \\(0, 1\\), got 0.0"):
         AutoThreshold("l2", SPEC, target_fraction=0.0)
+    with pytest.raises(ValueError, match="ood_target_fraction must be a number in \\(0, 1\\), got None"):
+        AutoThreshold("l2", SPEC, target_fraction=None)
+    with pytest.raises(ValueError, match="ood_std_threshold must be a positive finite number, got '1'"):
+        AutoThreshold("l2", SPEC, rule="standardized", std_threshold="1")
     with pytest.raises(ValueError, match="ood_std_threshold"):
         AutoThreshold("l2", SPEC, rule="standardized", std_threshold=-1.0)
     with pytest.raises(ValueError, match="'auto' or 'env', got 'tuned'"):

@@ -33,7 +33,7 @@ from lcpo.memory.reservoir import ReservoirBuffer
 from lcpo.nets import CategoricalPolicy
 from lcpo.ood.calibration import AutoThreshold, load_calibration
 from lcpo.ood.detectors import make_detector
-from lcpo.ood.sampler import sample_ood
+from lcpo.ood.sampler import check_ood_sizes, sample_ood
 from lcpo.optim.constrained import kl_constrained_step
 from lcpo.optim.fisher import flat_grad, make_fvp
 
@@ -109,8 +109,9 @@ class LCPO(OnPolicyAgent):
     Requires an environment that declares its context (``env.unwrapped.context_spec``).
 
     Raises:
-        AttributeError: if the environment declares no context; ValueError for an unknown detector or an
-            ``entropy_target >= 1``.
+        AttributeError: if the environment declares no context; ValueError for an unknown detector, an
+            ``entropy_target >= 1``, or a ``reservoir_size`` below ``ood_batch`` (no anchor batch could ever be
+            found; :func:`lcpo.ood.check_ood_sizes`).
 
     Warns:
         UserWarning: for ``entropy_target > 0.95`` (see :func:`lcpo.categorical.entropy_target_nats`).
@@ -132,6 +133,7 @@ class LCPO(OnPolicyAgent):
         self.context_spec = get_context_spec(env)
         self.detector = make_detector(hp.detector, self.context_spec, hp.ood_threshold, rule=hp.ood_auto_rule,
                                       target_fraction=hp.ood_target_fraction, std_threshold=hp.ood_std_threshold)
+        check_ood_sizes(hp.reservoir_size, hp.ood_batch, hp.ood_candidates_factor, "LCPO")
         self.reservoir = ReservoirBuffer(hp.reservoir_size, self.obs_dim, self.rngs["buffer"])
         self.log_alpha = torch.zeros(1, requires_grad=True)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=hp.entropy_lr)

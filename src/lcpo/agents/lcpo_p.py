@@ -31,7 +31,7 @@ from lcpo.memory.reservoir import ReservoirBuffer
 from lcpo.nets import CategoricalPolicy
 from lcpo.ood.calibration import AutoThreshold, load_calibration
 from lcpo.ood.detectors import make_detector
-from lcpo.ood.sampler import sample_ood
+from lcpo.ood.sampler import check_ood_sizes, sample_ood
 
 __all__ = ["LCPOP", "LCPOPHyperparameters", "anchor_cross_entropy"]
 
@@ -95,8 +95,8 @@ class LCPOP(PPO):
     Requires an environment that declares its context (``env.unwrapped.context_spec``).
 
     Raises:
-        AttributeError: if the environment declares no context; ValueError for an unknown detector or a
-            negative kappa.
+        AttributeError: if the environment declares no context; ValueError for an unknown detector, a
+            negative kappa, or a ``reservoir_size`` below ``ood_batch`` (:func:`lcpo.ood.check_ood_sizes`).
 
     Example:
         >>> import gymnasium as gym, lcpo.envs
@@ -116,6 +116,7 @@ class LCPOP(PPO):
         self.context_spec = get_context_spec(env)
         self.detector = make_detector(hp.detector, self.context_spec, hp.ood_threshold, rule=hp.ood_auto_rule,
                                       target_fraction=hp.ood_target_fraction, std_threshold=hp.ood_std_threshold)
+        check_ood_sizes(hp.reservoir_size, hp.ood_batch, hp.ood_candidates_factor, "LCPO-P")
         self.reservoir = ReservoirBuffer(hp.reservoir_size, self.obs_dim, self.rngs["ood"])
         self.constrained_updates = 0
         self._anchor: tuple[torch.Tensor, torch.Tensor] | None = None  # (anchor obs, pre-update log-probs)

@@ -22,10 +22,14 @@ Two rules, compared in ``docs/lcpo.md`` with learning runs (``benchmarks/ood_aut
     Each context axis is divided by its running standard deviation over every context seen so far; a state is
     OOD if its squared L2 distance to the recent mean in these units exceeds ``tau``.
 
-Both keep exact per-run statistics (:class:`RunningMoments`) of the detector's features, which fix two
-degenerate cases without a unit: a distance below ``1e-6`` of the features' running variance never counts as
-OOD, and the Mahalanobis detector works on features divided by their running standard deviation, so its
-covariance floor (``Mahalanobis``'s ``floor``) is relative to the context's own spread.
+Both keep exact per-run statistics (:class:`RunningMoments`) of the detector's features, which fix the
+degenerate cases without a unit: an L2 distance at or below ``1e-6`` of the features' running spread (their
+:attr:`RunningMoments.spread` squared, summed) never counts as OOD, and neither does a ``D^2`` at or below
+``1e-6`` (already unit-free); an update whose statistic ``t_u`` is at or below that floor (the candidates are
+indistinguishable from the present, e.g. a context that has never moved) is not absorbed into the threshold; and
+the Mahalanobis detector works on features divided by their running standard deviation, so its covariance floor
+(``Mahalanobis``'s ``floor``) is relative to the context's own spread. A feature that has always been exactly 0
+has spread 0 and adds nothing to the floor, whatever the other features' units.
 """
 
 from __future__ import annotations
@@ -74,8 +78,11 @@ class RunningMoments:
             raise ValueError(f"RunningMoments.update: expected shape (N, {self.mean.shape[0]}), got {x.shape}")
         if x.shape[0] == 0:
             return
-        if not np.all(np.isfinite(x)):
-            raise ValueError("RunningMoments.update: non-finite context value")
+        bad = ~np.isfinite(x)
+        if bad.any():
+            row, col = (int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(f"OOD detector features: non-finite value {float(x[row, col])} in row {row}, feature "
+                             f"{col} of the recent batch ({int(bad.sum())} non-finite in all)")
         nb = x.shape[0]
         mb = x.mean(axis=0)
         m2b = ((x - mb) ** 2).sum(axis=0)
@@ -91,15 +98,21 @@ class RunningMoments:
         return self.m2 / self.n if self.n else np.zeros_like(self.m2)
 
     @property
-    def scale(self) -> np.ndarray:
-        """``(k,)`` positive unit of each feature: ``max(std, 1e-6 rms)``, or 1 for a feature that was always 0.
-
-        Every branch scales by ``c`` when the feature is multiplied by ``c > 0`` (the all-zero fallback only
-        applies where every difference is 0 anyway), so dividing by it removes the unit.
-        """
+    def spread(self) -> np.ndarray:
+        """``(k,)`` non-negative spread of each feature, ``max(std, 1e-6 rms)``; 0 only for a feature that has
+        always been exactly 0. Scales by ``c`` when the feature is multiplied by ``c > 0``."""
         var = self.var
         rms = np.sqrt(self.mean ** 2 + var)
-        s = np.maximum(np.sqrt(var), REL_EPS * rms)
+        return np.maximum(np.sqrt(var), REL_EPS * rms)
+
+    @property
+    def scale(self) -> np.ndarray:
+        """``(k,)`` positive unit of each feature: :attr:`spread`, or 1 for a feature that was always 0.
+
+        Dividing by it removes the unit: it scales by ``c`` under a change of units, except the all-zero
+        fallback, which only applies where every value, and so every difference, is 0 anyway.
+        """
+        s = self.spread
         return np.where(s > 0, s, 1.0)
 
     def state_dict(self) -> dict:
@@ -114,21 +127,25 @@ class RunningMoments:
 
 
 def quantile_statistic(distances: np.ndarray, fraction: float) -> float:
-    """The threshold that labels exactly the ``k = ceil(fraction N)`` largest of ``N`` distances OOD.
+    """The threshold that labels the ``k = ceil(fraction N)`` largest of ``N`` distances OOD.
 
-    It is the midpoint between the ``k``-th and ``(k+1)``-th largest distance (0 stands in for the
-    ``(N+1)``-th), so no distance lies on it unless two are equal. Homogeneous: scaling every distance by
-    ``c > 0`` scales the result by ``c`` (up to float rounding).
+    It is the midpoint between the ``k``-th largest distance ``d_k`` and the largest distance strictly below
+    ``d_k`` (0 if there is none), so no distance lies on it and exactly the ``k`` largest are above it, or, when
+    ``d_k`` is tied, the ``k`` largest and every distance equal to ``d_k`` (ties are common with
+    piecewise-constant contexts: a threshold on the tie would label none of the tied states OOD, e.g. none of a
+    reservoir filled during one long constant regime right after the context changes). Homogeneous: scaling
+    every distance by ``c > 0`` scales the result by ``c`` (up to float rounding).
 
     Args:
         distances: ``(N,)`` non-negative distances, ``N >= 1``.
-        fraction: target OOD fraction ``q`` in (0, 1).
+        fraction: target OOD fraction ``q`` in (0, 1). ``k`` is computed so that float rounding of ``q N``
+            does not add one (``q = 0.07``, ``N = 100`` gives ``k = 7``).
 
     Returns:
-        The statistic (float, >= 0).
+        The statistic (float, >= 0); 0 when ``d_k = 0``. With ``k = N`` it is half the smallest distance.
 
     Raises:
-        ValueError: for an empty input or a fraction outside (0, 1).
+        ValueError: for an empty input, a non-finite distance, or a fraction outside (0, 1).
 
     Example:
         >>> quantile_statistic(np.array([4.0, 1.0, 3.0, 2.0]), 0.5)   # 4 and 3 are above 2.5
@@ -137,15 +154,21 @@ def quantile_statistic(distances: np.ndarray, fraction: float) -> float:
     d = np.asarray(distances, dtype=np.float64).ravel()
     if d.size == 0:
         raise ValueError("quantile_statistic: no distances")
+    if not np.all(np.isfinite(d)):
+        raise ValueError(f"quantile_statistic: non-finite distance {float(d[~np.isfinite(d)][0])}")
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"target OOD fraction must be in (0, 1), got {fraction!r}")
     n = d.size
-    k = min(n, max(1, math.ceil(fraction * n)))
-    # descending order statistics k and k+1 are ascending positions n-k and n-k-1
-    if k == n:
-        return float(np.min(d) / 2.0)
-    part = np.partition(d, (n - k - 1, n - k))
-    return float((part[n - k] + part[n - k - 1]) / 2.0)
+    # ceil(q n) without the float error of q n (0.07 * 100 = 7.000000000000001): q n is within n ulps of exact
+    k = min(n, max(1, math.ceil(fraction * n - 1e-9 * n)))
+    dk = float(np.partition(d, n - k)[n - k])  # the k-th largest is the (n-k)-th smallest (0-based)
+    below = d[d < dk]
+    return (dk + (float(below.max()) if below.size else 0.0)) / 2.0
+
+
+def _is_real(x) -> bool:
+    """A real number (not a bool, a string or None)."""
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
 
 
 class AutoThreshold:
@@ -185,10 +208,10 @@ class AutoThreshold:
         if rule == "standardized" and detector != "l2":
             raise ValueError(f"the 'standardized' OOD threshold rule applies to the l2 detector only, not "
                              f"{detector!r} (a Mahalanobis distance is already standardized); use 'quantile'")
-        if not 0.0 < float(target_fraction) < 1.0:
-            raise ValueError(f"ood_target_fraction must be in (0, 1), got {target_fraction!r}")
-        if not (math.isfinite(std_threshold) and std_threshold > 0):
-            raise ValueError(f"ood_std_threshold must be positive and finite, got {std_threshold!r}")
+        if not (_is_real(target_fraction) and 0.0 < float(target_fraction) < 1.0):
+            raise ValueError(f"ood_target_fraction must be a number in (0, 1), got {target_fraction!r}")
+        if not (_is_real(std_threshold) and math.isfinite(std_threshold) and std_threshold > 0):
+            raise ValueError(f"ood_std_threshold must be a positive finite number, got {std_threshold!r}")
         if spec is None and detector != "mahalanobis-full":
             raise ValueError(f"the {detector} detector needs a ContextSpec")
         self.detector, self.spec, self.rule = detector, spec, rule
@@ -251,10 +274,11 @@ class AutoThreshold:
         return mahalanobis_sq(z, *params)
 
     def _eps(self) -> float:
-        """Distances at or below this are never OOD (``REL_EPS`` of the running variance; see module doc)."""
+        """Distances at or below this are never OOD: ``REL_EPS`` in standardized units (or ``D^2``), else
+        ``REL_EPS`` times the features' summed squared :attr:`RunningMoments.spread` (module doc)."""
         if self._standardized():
             return REL_EPS
-        return REL_EPS * float(np.sum(self.moments.scale ** 2))
+        return REL_EPS * float(np.sum(self.moments.spread ** 2))
 
     # -- the threshold ------------------------------------------------------------------------------------------
     @property
@@ -278,22 +302,29 @@ class AutoThreshold:
         if self.detector != "l2":
             return t
         if self.rule == "standardized":
-            t = t * float(np.mean(self.moments.scale ** 2))
+            t = t * float(np.mean(self.moments.spread ** 2))
         return t / self.spec.scale ** 2
 
     def calibrate(self, candidate_obs: np.ndarray) -> None:
         """Absorb one update's reservoir candidates (``(N, obs_dim)``, ``N >= 1``) into the threshold estimate.
 
         Called by :func:`lcpo.ood.sample_ood` once per update, after :meth:`fit` and before labelling. The
-        quantile rule adds ``log max(t_u, eps)`` (:func:`quantile_statistic`) to its running mean; the
+        quantile rule adds ``log t_u`` (:func:`quantile_statistic`) to its running mean, unless ``t_u`` is at or
+        below the ``eps`` floor (the candidates cannot be told from the present: the update says nothing about
+        how far apart contexts are, and its ``log t_u`` would depend on the floor, i.e. on rounding); the
         standardized rule does nothing.
+
+        Raises:
+            RuntimeError: before :meth:`fit`.
         """
         if self.rule != "quantile":
             return
         d = self.distance_sq(candidate_obs)
         if d.size == 0:
             return
-        t = max(quantile_statistic(d, self.target_fraction), self._eps())
+        t = quantile_statistic(d, self.target_fraction)
+        if t <= self._eps():
+            return
         self.log_sum += math.log(t)
         self.calibrations += 1
 
@@ -303,13 +334,29 @@ class AutoThreshold:
         return (d > self.threshold) & (d > self._eps())
 
     # -- persistence ----------------------------------------------------------------------------------------------
+    def _identity(self) -> dict:
+        return {"detector": self.detector, "rule": self.rule, "target_fraction": self.target_fraction,
+                "std_threshold": self.std_threshold}
+
     def state_dict(self) -> dict:
-        """Running moments and the quantile rule's sums (the per-update fit is redone at every update)."""
+        """Running moments and the quantile rule's sums (the per-update fit is redone at every update), with
+        the detector, rule and parameters they were computed for."""
         return {"moments": None if self.moments is None else self.moments.state_dict(),
-                "log_sum": float(self.log_sum), "calibrations": int(self.calibrations)}
+                "log_sum": float(self.log_sum), "calibrations": int(self.calibrations), **self._identity()}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict` output exactly."""
+        """Restore :meth:`state_dict` output exactly.
+
+        Raises:
+            ValueError: if the state was computed for another detector, rule or parameter (its sums are in
+                another unit or for another target), naming the setting; states written before these were
+                recorded are accepted.
+        """
+        for key, mine in self._identity().items():
+            theirs = state.get(key, mine)
+            if theirs != mine:
+                raise ValueError(f"the checkpoint's automatic OOD threshold was calibrated with {key}={theirs!r}, "
+                                 f"this agent uses {key}={mine!r}; resume with the run's own setting")
         m = state["moments"]
         if m is None:
             self.moments = None

@@ -22,7 +22,8 @@ class OODDetector(Protocol):
     def fit(self, recent_obs: np.ndarray) -> "OODDetector":
         """Fit the detector to the recent batch's observations ``(M, obs_dim)``; returns itself."""
 
-    def __call__(self, obs: np.ndarray) -> np.ndarray: ...
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """``(N,) bool`` OOD labels of ``obs (N, obs_dim)`` relative to the fitted recent batch (True = OOD)."""
 
 
 class L2Distance:
@@ -66,11 +67,18 @@ class L2Distance:
         return self.sigma2
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """``(N,) bool``: True where the distance of ``obs (N, obs_dim)`` exceeds the threshold (strictly).
+
+        Raises:
+            RuntimeError: before :meth:`fit`.
+        """
         return self.distance_sq(obs) > self.threshold
 
 
 def mahalanobis_sq(x: np.ndarray, mean: np.ndarray, precision: np.ndarray) -> np.ndarray:
-    """``(N,)`` squared Mahalanobis distances ``(x - mean)^T P (x - mean)`` for ``x (N, d)``."""
+    """``(N,)`` float64 squared Mahalanobis distances ``(x - mean)^T P (x - mean)`` for ``x (N, d)``, ``mean (d,)``
+    and a symmetric positive definite precision ``P (d, d)`` (paper Appendix F's detector); no checks (hot path).
+    """
     d = x - mean
     return np.einsum("ij,jk,ik->i", d, precision, d)
 
@@ -80,10 +88,14 @@ def gaussian_fit(x: np.ndarray, ridge: float = 1e-6, floor: float = 1e-6) -> tup
 
     The sample covariance ``Sigma`` (zero for ``M = 1``) is regularised as
     ``Sigma + (ridge * tr(Sigma) / d + floor) I`` and inverted by symmetric eigendecomposition, so the
-    precision is finite even for a constant or collinear ``x``.
+    precision is finite even for a constant or collinear ``x`` (paper Appendix F fits a Gaussian to the recent
+    batch's contexts; the regularisation is ours).
 
     Returns:
         ``(mean (d,), precision (d, d))``, float64.
+
+    Raises:
+        ValueError: from NumPy for an ``x`` that is not 2-D or is empty.
     """
     x = np.asarray(x, dtype=np.float64)
     mean = x.mean(axis=0)
@@ -113,6 +125,10 @@ class Mahalanobis:
             "handicapped" variant).
         ridge: relative shrinkage (default 1e-6).
         floor: absolute variance floor in squared context units (default 1e-6).
+
+    Raises:
+        ValueError: for a threshold that is not positive and finite, or no ``spec`` without
+            ``full_observation``; :meth:`fit` for an empty recent batch.
     """
 
     def __init__(self, spec: ContextSpec | None, threshold: float, full_observation: bool = False,
@@ -149,6 +165,11 @@ class Mahalanobis:
         return self.threshold
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """``(N,) bool``: True where the distance of ``obs (N, obs_dim)`` exceeds the threshold (strictly).
+
+        Raises:
+            RuntimeError: before :meth:`fit`.
+        """
         return self.distance_sq(obs) > self.threshold
 
 
@@ -164,6 +185,10 @@ def make_detector(name: str, spec: ContextSpec, threshold: float | str, *, rule:
             ``target_fraction``, ``std_threshold``); ``"env"``: the threshold ``spec`` declares for ``name``
             (:meth:`ContextSpec.declared_threshold`), else ``"auto"``.
         rule, target_fraction, std_threshold: the automatic threshold's settings (ignored for a number).
+
+    Returns:
+        A detector (:class:`L2Distance`, :class:`Mahalanobis` or :class:`lcpo.ood.calibration.AutoThreshold`),
+        not yet fitted.
 
     Raises:
         ValueError: for an unknown name, a threshold that is neither a positive number nor ``"auto"``/``"env"``,

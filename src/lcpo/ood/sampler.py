@@ -7,14 +7,39 @@ import numpy as np
 from lcpo.memory.reservoir import ReservoirBuffer
 from lcpo.ood.detectors import OODDetector
 
-__all__ = ["sample_ood"]
+__all__ = ["check_ood_sizes", "sample_ood"]
+
+
+def check_ood_sizes(reservoir_size, ood_batch, ood_candidates_factor, agent: str = "LCPO") -> None:
+    """Reject OOD sampler sizes with which :func:`sample_ood` could never return an anchor batch.
+
+    The sampler draws ``N = min(factor * b, len(reservoir))`` candidates and needs ``b`` of them OOD, so a
+    reservoir holding fewer than ``b`` states silently turns LCPO into an unconstrained learner.
+
+    Args:
+        reservoir_size: reservoir capacity (states).
+        ood_batch: anchor batch size ``b`` (>= 1).
+        ood_candidates_factor: candidates per requested anchor (>= 1).
+        agent: the agent's name, for the message.
+
+    Raises:
+        ValueError: for a non-integer or non-positive size, or ``reservoir_size < ood_batch``, naming the values.
+    """
+    for name, v in (("reservoir_size", reservoir_size), ("ood_batch", ood_batch),
+                    ("ood_candidates_factor", ood_candidates_factor)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{agent}: {name} must be a positive integer, got {v!r}")
+    if reservoir_size < ood_batch:
+        raise ValueError(f"{agent}: reservoir_size={reservoir_size} is smaller than ood_batch={ood_batch}: the OOD "
+                         f"sampler could never find an anchor batch (the paper: reservoir = 1% of the run's steps, "
+                         f"b = 200)")
 
 
 def sample_ood(reservoir: ReservoirBuffer, detector: OODDetector, batch: int, factor: int = 5):
     """Draw an anchor batch of OOD states (paper Algorithm 3).
 
-    Draws ``s = factor * batch`` candidates uniformly without replacement from the reservoir (all of it if it
-    holds fewer), keeps those the (already fitted) detector labels OOD, and returns the first ``batch`` of them,
+    Draws ``N = min(factor * batch, len(reservoir))`` candidates uniformly without replacement from the
+    reservoir, keeps those the (already fitted) detector labels OOD, and returns the first ``batch`` of them,
     or nothing if fewer than ``batch`` were found. A detector with a ``calibrate(candidates)`` method (the
     automatic threshold, :class:`lcpo.ood.calibration.AutoThreshold`) gets the candidates first, once per call.
 
@@ -27,6 +52,10 @@ def sample_ood(reservoir: ReservoirBuffer, detector: OODDetector, batch: int, fa
     Returns:
         ``(anchor_obs (batch, obs_dim) float32 or None, ood_fraction float)``: the fraction of candidates that
         were OOD (0 when the reservoir is empty).
+
+    Raises:
+        RuntimeError: if the detector was not fitted on the recent batch; ValueError from an automatic
+            threshold's ``calibrate`` (a non-finite distance).
     """
     idx = reservoir.sample_indices(factor * batch)
     if idx.size == 0:
