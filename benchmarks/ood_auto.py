@@ -112,13 +112,26 @@ def sweep_tables(scale: str) -> dict[str, dict]:
     raise ValueError(f"unknown scale {scale!r}; choose 'reduced' or 'full'")
 
 
-def cmd_run(args) -> int:
+def planned_specs(scale: str) -> list:
+    """The runs of a scale (:class:`lcpo.experiments.config.RunSpec`), in the order ``run`` executes them.
+
+    Environment by environment; within one, seed by seed, and trace by trace within a seed, every scheme
+    together: a sweep cut short by the end of a sitting leaves complete comparisons (every scheme on a trace),
+    not all of the hand-picked runs and none of ``auto``.
+    """
     from lcpo.experiments.config import expand, parse_config
-    from lcpo.experiments.runner import run_sweep
 
     specs = []
-    for name, table in sweep_tables(args.scale).items():
+    for name, table in sweep_tables(scale).items():
         specs += expand(parse_config(table, source=f"ood_auto.py:{name}"))
+    envs = list(dict.fromkeys(s.config["env"] for s in specs))
+    return sorted(specs, key=lambda s: (envs.index(s.config["env"]), s.config["seed"], s.config["trace"]))
+
+
+def cmd_run(args) -> int:
+    from lcpo.experiments.runner import run_sweep
+
+    specs = planned_specs(args.scale)
     print(f"{len(specs)} runs into {args.out}", file=sys.stderr)
     outcomes = run_sweep(specs, args.out, workers=args.workers, name=f"ood-auto-{args.scale}")
     failed = [o for o in outcomes if o.status == "failed"]
@@ -185,8 +198,9 @@ def markdown(table: pd.DataFrame) -> str:
         schemes = list(dict.fromkeys(["a2c"] + sorted(s for s in et["scheme"] if s.startswith(("sigma2", "D2")))
                                      + sorted(s for s in et["scheme"] if s.startswith("auto"))))
         schemes = [s for s in schemes if s in set(et["scheme"])]
-        lines += [f"### {env}", "", "| trace | " + " | ".join(schemes) + " | best fixed | "
-                  + " | ".join(f"{s}: within best / >= A2C" for s in schemes if s.startswith("auto")) + " |",
+        lines += [f"### {env}", "", "| " + " | ".join(["trace", *schemes, "best fixed"]
+                                                      + [f"{s}: within best / >= A2C" for s in schemes
+                                                         if s.startswith("auto")]) + " |",
                   "|---" * (len(schemes) + 2 + sum(s.startswith("auto") for s in schemes)) + "|"]
         diag = []
         passes = {s: [0, 0] for s in schemes if s.startswith("auto")}
@@ -207,8 +221,7 @@ def markdown(table: pd.DataFrame) -> str:
                 passes[s][0] += within
                 passes[s][1] += above
                 checks.append(f"{'yes' if within else 'no'} / {'yes' if above else 'no'}")
-            lines.append(f"| {trace} | " + " | ".join(cells) + f" | {best['scheme'] if best else ''} | "
-                         + " | ".join(checks) + " |")
+            lines.append("| " + " | ".join([trace, *cells, best["scheme"] if best else "", *checks]) + " |")
             for s in schemes:
                 r = rows.get(s)
                 if r is not None and s != "a2c":

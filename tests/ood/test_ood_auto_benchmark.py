@@ -15,7 +15,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lcpo.experiments.config import expand, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +37,7 @@ def _scheme(cfg: dict) -> str:
 
 
 def test_full_scale_plans_the_issues_runs(bench):
-    specs = [s for name, t in bench.sweep_tables("full").items() for s in expand(parse_config(t, source=name))]
+    specs = bench.planned_specs("full")
     assert len({s.run_id for s in specs}) == len(specs) == 122
     per = Counter((s.config["env"], s.config["trace"], _scheme(s.config)) for s in specs)
     for trace in ("wind-1", "wind-2", "wind-3", "wind-4"):
@@ -55,6 +54,19 @@ def test_full_scale_plans_the_issues_runs(bench):
             assert c["overrides"]["reservoir_size"] == 10_000  # the paper's 1% of the run
         if c["env"] == bench.STRAGGLER and c["agent"] == "lcpo":
             assert c["overrides"]["detector"].startswith("mahalanobis")
+
+
+def test_full_scale_order_completes_one_comparison_at_a_time(bench):
+    """Each (env, seed, trace) block holds every scheme and blocks run one after another: a sweep cut short
+    leaves whole comparisons."""
+    specs = bench.planned_specs("full")
+    keys = [(s.config["env"], s.config["seed"], s.config["trace"]) for s in specs]
+    blocks = list(dict.fromkeys(keys))
+    assert keys == sorted(keys, key=blocks.index)  # contiguous blocks
+    assert [k[0] for k in blocks] == sorted((k[0] for k in blocks), key=[bench.PENDULUM, bench.STRAGGLER,
+                                                                         bench.MUJOCO].index)
+    first_mujoco = [_scheme(s.config) for s in specs if s.config["env"] == bench.MUJOCO][:5]
+    assert sorted(first_mujoco) == ["a2c", "auto-quantile", "fixed=0.25", "fixed=1", "fixed=4"]
 
 
 def _row(trace, scheme, mean, low, high, n=3):
