@@ -399,3 +399,7 @@ def test_state_dict_round_trip_continues_identically():
     assert "ood_calibration" not in fixed
     with pytest.raises(ValueError, match="fixed OOD threshold"):
         make().load_state_dict(fixed)
+    fixed_agent = LCPO(gym.make("lcpo/WindyPendulum-v0", trace="wind-2"), seed=1, reservoir_size=1000,
+                       ood_threshold=1.0, detector="mahalanobis")
+    with pytest.raises(ValueError, match="calibrated automatically .* but the agent uses a fixed one"):
+        fixed_agent.load_state_dict(state)

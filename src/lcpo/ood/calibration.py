@@ -371,14 +371,17 @@ class AutoThreshold:
 def load_calibration(detector, state: dict) -> None:
     """Restore an agent's automatic-threshold state from its ``state["ood_calibration"]`` (LCPO, LCPO-P).
 
-    A detector with a fixed threshold has no state; the key is then ignored (checkpoints written before this
-    module existed have none).
+    A detector with a fixed threshold has no state (checkpoints written before this module existed have none).
 
     Raises:
         ValueError: if ``detector`` is an :class:`AutoThreshold` and ``state`` has no calibration (a checkpoint
-            written with a fixed threshold: resume it with that threshold).
+            written with a fixed threshold: resume it with that threshold), or the other way round (a checkpoint
+            whose threshold was calibrated, loaded into an agent with a fixed one).
     """
     if not isinstance(detector, AutoThreshold):
+        if state.get("ood_calibration") is not None:
+            raise ValueError("this checkpoint's OOD threshold was calibrated automatically (ood_threshold='auto') "
+                             "but the agent uses a fixed one; resume with --set ood_threshold=auto")
         return
     if state.get("ood_calibration") is None:
         raise ValueError("this checkpoint was written with a fixed OOD threshold but the agent calibrates it "
