@@ -11,19 +11,20 @@ command can be repeated until everything is done). ``--scale full`` is the issue
 
 - windy Pendulum, traces wind-1 .. wind-4 compressed to 1M steps, 1M steps, seeds 0-2: A2C, LCPO with the
   paper's hand-picked L2 thresholds sigma^2 = 0.25, 1, 4 (Table 7), LCPO ``auto`` with each rule
-  (``quantile``, the default, and ``standardized``); about 1.2 CPU-hours;
+  (``quantile``, the default, and ``standardized``); 72 runs, 2.7 CPU-hours;
 - windy InvertedDoublePendulum (MuJoCo; its traces are divided by 8, a change of units the L2 thresholds
   follow through ``context_spec.scale`` and ``auto`` needs no help for), the same traces, 1M steps, seeds 0-1,
   A2C, the three hand-picked thresholds and ``auto`` with the default rule only (the rules are compared on the
-  Pendulum); about 2.2 CPU-hours;
+  Pendulum); 40 runs, about 3.7 CPU-hours;
 - the straggler environment on the Azure LLM workload, 1M steps, seeds 0-1, with the paper's straggler
   hyperparameters: A2C, LCPO with the paper's Mahalanobis thresholds ``D^2`` = 20, 24, 28 (Agg / Med / Cons) and
-  LCPO ``auto`` (quantile); about 0.4 CPU-hours. Issue 16's 10M-step straggler study
+  LCPO ``auto`` (quantile); 10 runs, 0.4 CPU-hours. Issue 16's 10M-step straggler study
   (``docs/results/paper-budget/straggler``) also holds ``auto`` runs; ``table --out`` can pool that folder too,
   but its rows then mix budgets, so the default reads this sweep only.
 
-122 runs, about 4 CPU-hours in all (measured rates: LCPO 15k steps per CPU-second on windy Pendulum, 5k on
-InvertedDoublePendulum, 7k on the straggler): well under an hour with ``--workers 16``. The default output folder
+122 runs, about 7 CPU-hours in all, measured on the 2-core development machine with two runs at once (steps per
+second per run: windy Pendulum LCPO 7.4k, A2C 9.7k; InvertedDoublePendulum 3.0k; straggler LCPO 6.4k, A2C 8.5k):
+3.5 hours there with ``--workers 2``, under an hour with ``--workers 16``. The default output folder
 is committed (each finished run's summary.json, config.json and diagnostics.csv, a few kB; the sweep's working
 files are git-ignored): ``scripts/commit_finished_runs.sh MESSAGE docs/results/ood-auto`` after a session, and
 the next session's ``run`` skips what is there.
