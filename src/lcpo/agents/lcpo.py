@@ -133,7 +133,7 @@ class LCPO(OnPolicyAgent):
         self.context_spec = get_context_spec(env)
         self.detector = make_detector(hp.detector, self.context_spec, hp.ood_threshold, rule=hp.ood_auto_rule,
                                       target_fraction=hp.ood_target_fraction, std_threshold=hp.ood_std_threshold)
-        check_ood_sizes(hp.reservoir_size, hp.ood_batch, hp.ood_candidates_factor, "LCPO")
+        check_ood_sizes(hp.reservoir_size, hp.ood_batch, "LCPO")
         self.reservoir = ReservoirBuffer(hp.reservoir_size, self.obs_dim, self.rngs["buffer"])
         self.log_alpha = torch.zeros(1, requires_grad=True)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=hp.entropy_lr)

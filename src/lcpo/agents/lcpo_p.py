@@ -116,7 +116,7 @@ class LCPOP(PPO):
         self.context_spec = get_context_spec(env)
         self.detector = make_detector(hp.detector, self.context_spec, hp.ood_threshold, rule=hp.ood_auto_rule,
                                       target_fraction=hp.ood_target_fraction, std_threshold=hp.ood_std_threshold)
-        check_ood_sizes(hp.reservoir_size, hp.ood_batch, hp.ood_candidates_factor, "LCPO-P")
+        check_ood_sizes(hp.reservoir_size, hp.ood_batch, "LCPO-P")
         self.reservoir = ReservoirBuffer(hp.reservoir_size, self.obs_dim, self.rngs["ood"])
         self.constrained_updates = 0
         self._anchor: tuple[torch.Tensor, torch.Tensor] | None = None  # (anchor obs, pre-update log-probs)

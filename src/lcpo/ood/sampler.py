@@ -10,25 +10,21 @@ from lcpo.ood.detectors import OODDetector
 __all__ = ["check_ood_sizes", "sample_ood"]
 
 
-def check_ood_sizes(reservoir_size, ood_batch, ood_candidates_factor, agent: str = "LCPO") -> None:
-    """Reject OOD sampler sizes with which :func:`sample_ood` could never return an anchor batch.
+def check_ood_sizes(reservoir_size: int, ood_batch: int, agent: str = "LCPO") -> None:
+    """Reject a reservoir too small for :func:`sample_ood` ever to return an anchor batch.
 
     The sampler draws ``N = min(factor * b, len(reservoir))`` candidates and needs ``b`` of them OOD, so a
-    reservoir holding fewer than ``b`` states silently turns LCPO into an unconstrained learner.
+    reservoir holding fewer than ``b`` states silently turns LCPO into an unconstrained learner. (That each size
+    is a positive integer is checked where hyperparameters are parsed, :mod:`lcpo.agents.base`.)
 
     Args:
         reservoir_size: reservoir capacity (states).
-        ood_batch: anchor batch size ``b`` (>= 1).
-        ood_candidates_factor: candidates per requested anchor (>= 1).
+        ood_batch: anchor batch size ``b``.
         agent: the agent's name, for the message.
 
     Raises:
-        ValueError: for a non-integer or non-positive size, or ``reservoir_size < ood_batch``, naming the values.
+        ValueError: if ``reservoir_size < ood_batch``, naming both values.
     """
-    for name, v in (("reservoir_size", reservoir_size), ("ood_batch", ood_batch),
-                    ("ood_candidates_factor", ood_candidates_factor)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{agent}: {name} must be a positive integer, got {v!r}")
     if reservoir_size < ood_batch:
         raise ValueError(f"{agent}: reservoir_size={reservoir_size} is smaller than ood_batch={ood_batch}: the OOD "
                          f"sampler could never find an anchor batch (the paper: reservoir = 1% of the run's steps, "
