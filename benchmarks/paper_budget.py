@@ -439,7 +439,7 @@ def straggler_section(folder: Path) -> list[str]:
         best = min(fx.items(), key=lambda kv: kv[1]["bucketed_p95_ms"]) if fx else None
         if fx:
             never = fx.get("never hedge")
-            if never:
+            if never and best[0] != "never hedge":  # otherwise the next row is never hedging
                 lines.append(f"| never hedge | fixed | {never['bucketed_p95_ms']:.1f} | | "
                              f"{100 * (never['bucketed_p95_ms'] / best[1]['bucketed_p95_ms'] - 1):+.1f} % | "
                              f"{100 * never['forced_fraction']:.2f} % | | |")
