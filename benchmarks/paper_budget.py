@@ -272,7 +272,8 @@ def timeseries_figure(runs: pd.DataFrame, trace: str, path: Path) -> bool:
                     ctx_done = True
         if curves:
             m = pd.concat(curves, axis=1).mean(axis=1)
-            ax.plot((m.index + 0.5) * 0.2, m.values, label=f"{agent.upper()} ({len(curves)} seeds)", lw=1.2)
+            n = len(curves)
+            ax.plot((m.index + 0.5) * 0.2, m.values, label=f"{agent.upper()} ({n} seed{'s' if n > 1 else ''})", lw=1.2)
     ax.axvspan(0, 6, color="0.9", zorder=0)
     ax.text(0.1, 0.03, "warm-up (excluded)", transform=ax.get_xaxis_transform(), fontsize=8, color="0.4")
     ax.set_ylabel("episodic return (200k-step mean)")
@@ -569,7 +570,11 @@ def report(folder: Path) -> None:
                   "while the tree changed: the trace `wind-3` runs (2026-11-30) on c2d58c0; later fixes (issue "
                   "13's KL form, per-key diagnostics means) do not change these agents' algorithms. The trace "
                   "`wind-1` and straggler runs (2026-12-01) on 45a036a (`wind-1` LCPO seed 0) and bc7954b, whose "
-                  "agent, environment and loop code are identical.", ""]
+                  "agent, environment and loop code are identical; `wind-1` A2C and TRPO seeds 0-2 and LCPO seed 1 "
+                  "(the second 2026-12-01 session, load average about 3) on ea600fc, which differs from bc7954b "
+                  "only by docstrings, a size check and the automatic OOD threshold (issue 15), none of which these "
+                  "runs use. LCPO seed 1 was stopped once at 12.9M steps and resumed from its 12M-step checkpoint "
+                  "(its wall time includes the repeated 0.9M steps).", ""]
         total = runs["wall_time_s"].sum() / 3600
         lines += [f"Total run time of the {len(runs)} runs below: {total:.1f} hours (two at a time).", ""]
         lines += ["## Runs", "", "| trace | agent | seed | steps | lifelong return | wall time | steps/s |",
