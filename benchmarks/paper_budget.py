@@ -11,6 +11,7 @@ This script turns finished run folders into compact, committable files and write
 
     python benchmarks/paper_budget.py harvest    # per finished run: episodes_binned.csv.gz, forgetting.csv.gz
     python benchmarks/paper_budget.py fixed      # straggler: every fixed timeout and never hedging, same workloads
+    python benchmarks/paper_budget.py final      # straggler: each learned policy, frozen, on a fresh 2M-step pass
     python benchmarks/paper_budget.py report     # docs/results/paper-budget/report.md and its figures
 
 Only ``summary.json``, ``config.json``, ``diagnostics.csv`` and the two compressed files of each run are committed
@@ -24,6 +25,8 @@ with ``probe_every = 100000``), with a ``lag`` column.
 ``straggler/fixed.json``: the straggler environment driven by each fixed action (the 9 timeouts, the last one
 "never hedge") for the sweep's number of steps, on each workload, with the sweep runs' workload seed (0) and
 environment seed 0; resumable (finished entries are kept).
+``straggler/final.json``: :func:`final_policies` (needs the runs' local ``probes/``, so run it in the session that
+ran them, before deleting anything).
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ STRAGGLER_WORKLOADS = ("azure-llm", "synthetic-ramp")
 STRAGGLER_LABELS = {20.0: "LCPO-Agg (D^2 > 20)", 24.0: "LCPO-Med (D^2 > 24)", 28.0: "LCPO-Cons (D^2 > 28)",
                     "auto": "LCPO-auto"}
 STRAGGLER_STEPS = 10_000_000
+#: steps of the frozen pass of each learned straggler policy (``final``): 278 simulated hours
+FINAL_STEPS = 2_000_000
 
 
 def finished_runs(folder: Path) -> list[Path]:
@@ -393,6 +398,74 @@ def fixed_policies(path: Path, steps: int) -> dict:
     return data
 
 
+def final_policies(folder: Path, steps: int) -> dict:
+    """Each finished straggler run's learned policy, frozen, on a fresh pass of its workload (issue 16 item 3).
+
+    The lifelong metric charges a learner for its whole run, learning included. To see what a learner ends
+    with, the actor of the run's last forgetting snapshot (``probes/``, within ``probe_every`` steps of the end)
+    acts, sampling as it did online but no longer learning, for ``steps`` steps of a fresh environment built as
+    the sweep builds it and reset with seed 0; never hedging and the fixed timeouts that are best over the
+    whole run on each workload (from ``fixed.json``, plus the 1000 ms timeout) drive the same fresh pass. Runs
+    without snapshots (their ``probes/`` are not committed) are skipped. Results go to ``folder/final.json``
+    (written atomically after each policy; entries for the same ``steps`` are kept, so a call resumes).
+
+    Returns:
+        ``{"steps", "seed", "fixed": {workload: {label: run_metrics}}, "runs": {run name: run_metrics +
+        "snapshot_step"}}``.
+    """
+    import torch
+
+    from lcpo.atomic import atomic_write_json
+    from lcpo.envs.straggler import TIMEOUTS_MS
+    from lcpo.forgetting import load_snapshots
+    from lcpo.run import AGENTS, RunConfig, make_run_env
+
+    if steps < 1:
+        raise SystemExit(f"--steps must be >= 1, got {steps}")
+    path = folder / "final.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    if data.get("steps") != steps:
+        data = {"steps": steps, "seed": 0, "fixed": {}, "runs": {}}
+
+    def drive(env, policy) -> dict:
+        obs, _ = env.reset(seed=0)
+        for t in range(steps):
+            obs, _, terminated, truncated, _ = env.step(policy(obs))
+            if terminated or truncated:
+                raise RuntimeError(f"the straggler task ended at step {t}: it should be continuing")
+        return env.unwrapped.run_metrics()
+
+    fixed = json.loads((folder / "fixed.json").read_text())["results"] if (folder / "fixed.json").exists() else {}
+    for workload in STRAGGLER_WORKLOADS:
+        done = data["fixed"].setdefault(workload, {})
+        labels = {"never hedge", "timeout 1000 ms"}
+        if fixed.get(workload):
+            labels.add(min(fixed[workload].items(), key=lambda kv: kv[1]["bucketed_p95_ms"])[0])
+        for action, timeout in enumerate(TIMEOUTS_MS):
+            label = "never hedge" if np.isinf(timeout) else f"timeout {timeout:g} ms"
+            if label in labels and label not in done:
+                env = make_run_env(RunConfig(env="lcpo/StragglerMitigation-v0", agent="a2c", trace=workload,
+                                             steps=steps, reset="never"))
+                done[label] = drive(env, lambda _obs, a=action: a)
+                atomic_write_json(path, data)
+                print(f"{workload} {label}: bucketed p95 {done[label]['bucketed_p95_ms']:.1f} ms", flush=True)
+    for run in finished_runs(folder):
+        if run.name in data["runs"]:
+            continue
+        snaps = load_snapshots(run)
+        if not snaps:
+            continue
+        rc = RunConfig.from_dict(json.loads((run / "config.json").read_text())["run"])
+        env = make_run_env(rc)
+        agent = AGENTS[rc.agent](env, seed=rc.seed, **rc.overrides)
+        agent.actor.load_state_dict({n: torch.from_numpy(np.asarray(v)) for n, v in snaps[-1]["params"].items()})
+        agent.fast_actor.sync()
+        data["runs"][run.name] = dict(drive(env, agent.act), snapshot_step=snaps[-1]["step"])
+        atomic_write_json(path, data)
+        print(f"{run.name}: bucketed p95 {data['runs'][run.name]['bucketed_p95_ms']:.1f} ms", flush=True)
+    return data
+
+
 def _straggler_label(config: dict) -> str:
     if config["agent"] != "lcpo":
         return config["agent"].upper()
@@ -471,9 +544,48 @@ def straggler_section(folder: Path) -> list[str]:
                       f"({med:.1f} vs {best[1]['bucketed_p95_ms']:.1f} ms) and "
                       f"{'ahead of' if med < a2c else 'behind'} A2C by {abs(a2c - med):.1f} ms "
                       f"(A2C {a2c:.1f} ms; compare the intervals above).", ""]
+    lines += final_section(folder, runs)
     png = folder.parent / "straggler_timeseries.png"
     if straggler_figure(runs, png):
         lines += ["![straggler time series](straggler_timeseries.png)", ""]
+    return lines
+
+
+def final_section(folder: Path, runs: pd.DataFrame) -> list[str]:
+    """The learned straggler policies at the end of their run, frozen, next to fixed policies on the same fresh
+    pass (``final.json``, written by :func:`final_policies`)."""
+    f = folder / "final.json"
+    if not f.exists() or not len(runs):
+        return []
+    data = json.loads(f.read_text())
+    gap = max((int(r.steps) - data["runs"][r.run.name]["snapshot_step"] for r in runs.itertuples()
+               if r.run.name in data["runs"]), default=0)
+    lines = ["### What the learners end with (frozen policies, same fresh pass)", "",
+             f"`python benchmarks/paper_budget.py final`: each run's actor at its last snapshot (at most "
+             f"{gap:,} steps before the end) acts, sampling but no longer learning, on a fresh "
+             f"{data['steps']:,}-step pass of its workload (environment seed 0); the fixed policies drive the same "
+             "pass. Unlike the lifelong table above, this leaves out the cost of learning. Runs whose snapshots "
+             "were not kept (they are not committed) are missing.", ""]
+    for workload in STRAGGLER_WORKLOADS:
+        fx = data["fixed"].get(workload, {})
+        sub = runs[(runs["workload"] == workload) & runs["run"].map(lambda r: r.name in data["runs"])]
+        if not fx or not len(sub):
+            continue
+        best_label, best = min(fx.items(), key=lambda kv: kv[1]["bucketed_p95_ms"])
+        b = best["bucketed_p95_ms"]
+        lines += [f"#### Workload `{workload}`", "", "| policy | seeds | bucketed p95 (ms), mean [95% CI] | per seed "
+                  "| vs best fixed on this pass | forced steps |", "|---|---|---|---|---|---|"]
+        for label, m in sorted(fx.items(), key=lambda kv: kv[1]["bucketed_p95_ms"]):
+            lines.append(f"| {label} | fixed | {m['bucketed_p95_ms']:.1f} | | "
+                         f"{100 * (m['bucketed_p95_ms'] / b - 1):+.1f} % | {100 * m['forced_fraction']:.2f} % |")
+        for policy, grp in sorted(sub.groupby("policy"), key=lambda kv: kv[0]):
+            grp = grp.sort_values("seed")
+            ms = [data["runs"][r.name] for r in grp["run"]]
+            v = [m["bucketed_p95_ms"] for m in ms]
+            lines.append(f"| {policy} | {len(v)} | {_ci_text(v)} | {', '.join(f'{x:.1f}' for x in v)} | "
+                         f"{100 * (np.mean(v) / b - 1):+.1f} % | "
+                         f"{100 * np.mean([m['forced_fraction'] for m in ms]):.2f} % |")
+        lines += ["", f"Best fixed policy on this pass: {best_label} ({b:.1f} ms).", ""]
     return lines
 
 
@@ -562,6 +674,7 @@ def report(folder: Path) -> None:
                   "lcpo sweep configs/paper-budget.toml --out docs/results/paper-budget   # skips committed runs",
                   "lcpo sweep configs/paper-budget-straggler.toml --out docs/results/paper-budget/straggler",
                   "python benchmarks/paper_budget.py fixed     # straggler: fixed timeouts and never hedging",
+                  "python benchmarks/paper_budget.py final     # straggler: learned policies frozen, fresh pass",
                   "python benchmarks/paper_budget.py harvest && python benchmarks/paper_budget.py report", "```", "",
                   "Machine: the project's shared 2-core x86_64 development machine (Python 3.11, torch 2.13 CPU), "
                   "two runs at a time, one torch thread each, niced beside other work (load average 2-9 during "
@@ -591,16 +704,19 @@ def report(folder: Path) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("command", choices=("harvest", "fixed", "report"))
+    p.add_argument("command", choices=("harvest", "fixed", "final", "report"))
     p.add_argument("--folder", type=Path, default=OUT, help="the sweep folder (default: %(default)s)")
     p.add_argument("--force", action="store_true", help="harvest: rewrite existing compact files")
-    p.add_argument("--steps", type=int, default=STRAGGLER_STEPS,
-                   help="fixed: environment steps per fixed policy (default: %(default)s, the sweep's)")
+    p.add_argument("--steps", type=int, default=None,
+                   help=f"fixed: environment steps per fixed policy (default: {STRAGGLER_STEPS:,}, the sweep's); "
+                        f"final: steps of the frozen pass (default: {FINAL_STEPS:,})")
     a = p.parse_args(argv)
     if a.command == "harvest":
         harvest([a.folder, a.folder / "fidelity", a.folder / STRAGGLER], a.force)
     elif a.command == "fixed":
-        fixed_policies(a.folder / STRAGGLER / "fixed.json", a.steps)
+        fixed_policies(a.folder / STRAGGLER / "fixed.json", a.steps or STRAGGLER_STEPS)
+    elif a.command == "final":
+        final_policies(a.folder / STRAGGLER, a.steps or FINAL_STEPS)
     else:
         report(a.folder)
     return 0

@@ -127,3 +127,69 @@ def test_straggler_verdict_follows_the_numbers(pb, tmp_path, med, a2c, where, or
     verdict = next(ln for ln in text.splitlines() if ln.startswith("Paper Table 1's shape"))
     assert f"LCPO-Med is {where} ({m:.1f} vs 810.0 ms)" in verdict
     assert f"{order} A2C by {abs(np.mean(a2c) - m):.1f} ms" in verdict
+
+
+def _frozen_run(folder: Path, name: str, *, never_hedge: bool) -> Path:
+    """A finished straggler run folder whose last snapshot is a real LCPO actor (``never_hedge``: one that puts
+    all its mass on the last action, "never hedge")."""
+    from lcpo.run import AGENTS, RunConfig, make_run_env
+
+    rc = RunConfig(env="lcpo/StragglerMitigation-v0", agent="lcpo", trace="synthetic-ramp", steps=1000,
+                   reset="never", overrides={"reservoir_size": 1000})
+    actor = AGENTS["lcpo"](make_run_env(rc), seed=0, **rc.overrides).actor
+    params = {f"p.{k}": v.numpy().copy() for k, v in actor.state_dict().items()}
+    if never_hedge:
+        params["p.body.rho.4.weight"][:] = 0.0
+        params["p.body.rho.4.bias"][:] = -50.0
+        params["p.body.rho.4.bias"][-1] = 50.0
+    run = folder / "runs" / name
+    (run / "probes").mkdir(parents=True)
+    np.savez(run / "probes" / "k00001.npz", step=np.int64(900), obs=np.zeros((1, 1), np.float32), **params)
+    (run / "config.json").write_text(json.dumps({"run": rc.to_dict()}))
+    (run / "summary.json").write_text(json.dumps({"config": rc.to_dict(), "steps": 1000}))
+    return run
+
+
+def test_frozen_never_hedging_policy_reproduces_the_fixed_policy(pb, tmp_path):
+    folder = tmp_path / "straggler"
+    folder.mkdir()
+    (folder / "fixed.json").write_text(json.dumps({"steps": 10, "seed": 0, "results": {
+        "synthetic-ramp": {"never hedge": {"bucketed_p95_ms": 650.0, "forced_fraction": 0.0, "action": 8},
+                           "timeout 600 ms": {"bucketed_p95_ms": 600.0, "forced_fraction": 0.0, "action": 6}}}}))
+    nh = _frozen_run(folder, "nh", never_hedge=True)
+    fresh = _frozen_run(folder, "fresh", never_hedge=False)
+    data = pb.final_policies(folder, 400)
+    ramp = data["fixed"]["synthetic-ramp"]
+    assert set(ramp) == {"never hedge", "timeout 600 ms", "timeout 1000 ms"}  # the best fixed, 1000 ms, never
+    assert set(data["runs"]) == {"nh", "fresh"} and data["runs"]["nh"]["snapshot_step"] == 900
+    # a policy that always picks "never hedge" drives the same fresh pass as the fixed policy, request by request
+    for key in ("bucketed_p95_ms", "mean_step_p95_ms", "completions", "buckets"):
+        assert data["runs"]["nh"][key] == ramp["never hedge"][key]
+    # an untrained policy hedges at random, so its pass differs
+    assert data["runs"]["fresh"]["mean_step_p95_ms"] != ramp["never hedge"]["mean_step_p95_ms"]
+    on_disk = json.loads((folder / "final.json").read_text())
+    assert on_disk == json.loads(json.dumps(data))
+    # resumable: a second call with the same steps recomputes nothing (a changed entry survives it)
+    on_disk["runs"]["nh"]["bucketed_p95_ms"] = -1.0
+    (folder / "final.json").write_text(json.dumps(on_disk))
+    assert pb.final_policies(folder, 400)["runs"]["nh"]["bucketed_p95_ms"] == -1.0
+    assert nh.exists() and fresh.exists()
+
+
+def test_final_section_compares_with_the_best_fixed_policy_on_the_same_pass(pb, tmp_path):
+    folder = tmp_path / "straggler"
+    folder.mkdir()
+    for s, v in enumerate((500.0, 520.0)):
+        _straggler_run(folder, f"med{s}", "lcpo", 24.0, s, 900.0)
+    (folder / "final.json").write_text(json.dumps({"steps": 2000, "seed": 0, "fixed": {"azure-llm": {
+        "never hedge": {"bucketed_p95_ms": 1000.0, "forced_fraction": 0.0},
+        "timeout 600 ms": {"bucketed_p95_ms": 800.0, "forced_fraction": 0.0}}},
+        "runs": {"med0": {"bucketed_p95_ms": 500.0, "forced_fraction": 0.0, "snapshot_step": 9_900_000},
+                 "med1": {"bucketed_p95_ms": 520.0, "forced_fraction": 0.01, "snapshot_step": 9_800_000}}}))
+    rows = _table_rows(pb.final_section(folder, pb.load_straggler_runs(folder)))
+    assert rows["timeout 600 ms"][4] == "+0.0 %" and rows["never hedge"][4] == "+25.0 %"
+    assert rows["LCPO-Med (D^2 > 24)"][3] == "500.0, 520.0"
+    assert rows["LCPO-Med (D^2 > 24)"][4] == f"{100 * (510 / 800 - 1):+.1f} %"
+    assert rows["LCPO-Med (D^2 > 24)"][5] == "0.50 %"
+    text = "\n".join(pb.final_section(folder, pb.load_straggler_runs(folder)))
+    assert "at most 200,000 steps before the end" in text  # the furthest snapshot from its run's end
