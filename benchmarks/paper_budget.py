@@ -687,7 +687,13 @@ def report(folder: Path) -> None:
                   "(the second 2026-12-01 session, load average about 3) on ea600fc, which differs from bc7954b "
                   "only by docstrings, a size check and the automatic OOD threshold (issue 15), none of which these "
                   "runs use. LCPO seed 1 was stopped once at 12.9M steps and resumed from its 12M-step checkpoint "
-                  "(its wall time includes the repeated 0.9M steps).", ""]
+                  "(its wall time includes the repeated 0.9M steps). The third 2026-12-01 session's runs (`wind-1` LCPO "
+                  "seed 2, the synthetic-ramp learners, Azure A2C seed 2 and LCPO-Agg / -Cons, `wind-3` DDQN and SAC; "
+                  "load average 2-3) ran on 633759d. Its straggler acting mirror (`lcpo/envs/straggler/nets.py`) "
+                  "computes bc7954b's action probabilities up to float rounding, so a straggler run's sampled actions "
+                  "can part from the older code's after many steps: unanchored LCPO on Azure (no update found an "
+                  "anchor batch at any of the three thresholds) gave 788.0 ms on bc7954b (Med, seed 0) and 786.7 ms "
+                  "on 633759d (Agg and Cons, seed 0, identical runs).", ""]
         total = runs["wall_time_s"].sum() / 3600
         lines += [f"Total run time of the {len(runs)} runs below: {total:.1f} hours (two at a time).", ""]
         lines += ["## Runs", "", "| trace | agent | seed | steps | lifelong return | wall time | steps/s |",

@@ -10,7 +10,6 @@ mean and compare to the paper's own ranking, and that the straggler section's "v
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -20,15 +19,9 @@ import pandas as pd
 import pytest
 
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
 @pytest.fixture(scope="module")
-def pb():
-    spec = importlib.util.spec_from_file_location("paper_budget_bench", ROOT / "benchmarks" / "paper_budget.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def pb(load_benchmark):
+    return load_benchmark("paper_budget")
 
 
 def test_harvest_bins_every_episode_with_its_window_mean(pb, tmp_path):

@@ -7,24 +7,16 @@ numbers (a verdict that ignored them would make the committed table worthless).
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections import Counter
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("ood_auto_bench", ROOT / "benchmarks" / "ood_auto.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def bench(load_benchmark):
+    return load_benchmark("ood_auto")
 
 
 def _scheme(cfg: dict) -> str:
