@@ -361,6 +361,19 @@ def forgetting_figure(curves: dict, path: Path) -> bool:
 
 
 # -- straggler mitigation ----------------------------------------------------------------------------------
+def _fixed_label(timeout: float) -> str:
+    """A fixed policy's name: ``"never hedge"`` for the infinite timeout, else ``"timeout T ms"``."""
+    return "never hedge" if np.isinf(timeout) else f"timeout {timeout:g} ms"
+
+
+def _straggler_env(workload: str, steps: int):
+    """The straggler environment as the sweep builds it (workload seed 0, continuing task), wrappers included."""
+    from lcpo.run import RunConfig, make_run_env
+
+    return make_run_env(RunConfig(env="lcpo/StragglerMitigation-v0", agent="a2c", trace=workload, steps=steps,
+                                  reset="never"))
+
+
 def fixed_policies(path: Path, steps: int) -> dict:
     """Drive the straggler environment with each fixed action for ``steps`` steps on each workload.
 
@@ -373,7 +386,6 @@ def fixed_policies(path: Path, steps: int) -> dict:
     """
     from lcpo.atomic import atomic_write_json
     from lcpo.envs.straggler import TIMEOUTS_MS
-    from lcpo.run import RunConfig, make_run_env
 
     if steps < 1:
         raise SystemExit(f"--steps must be >= 1, got {steps}")
@@ -383,11 +395,10 @@ def fixed_policies(path: Path, steps: int) -> dict:
     for workload in STRAGGLER_WORKLOADS:
         done = data["results"].setdefault(workload, {})
         for action, timeout in enumerate(TIMEOUTS_MS):
-            label = "never hedge" if np.isinf(timeout) else f"timeout {timeout:g} ms"
+            label = _fixed_label(timeout)
             if label in done:
                 continue
-            env = make_run_env(RunConfig(env="lcpo/StragglerMitigation-v0", agent="a2c", trace=workload,
-                                         steps=steps, reset="never")).unwrapped
+            env = _straggler_env(workload, steps).unwrapped
             env.reset(seed=0)
             t0 = time.process_time()
             for _ in range(steps):
@@ -442,11 +453,9 @@ def final_policies(folder: Path, steps: int) -> dict:
         if fixed.get(workload):
             labels.add(min(fixed[workload].items(), key=lambda kv: kv[1]["bucketed_p95_ms"])[0])
         for action, timeout in enumerate(TIMEOUTS_MS):
-            label = "never hedge" if np.isinf(timeout) else f"timeout {timeout:g} ms"
+            label = _fixed_label(timeout)
             if label in labels and label not in done:
-                env = make_run_env(RunConfig(env="lcpo/StragglerMitigation-v0", agent="a2c", trace=workload,
-                                             steps=steps, reset="never"))
-                done[label] = drive(env, lambda _obs, a=action: a)
+                done[label] = drive(_straggler_env(workload, steps), lambda _obs, a=action: a)
                 atomic_write_json(path, data)
                 print(f"{workload} {label}: bucketed p95 {done[label]['bucketed_p95_ms']:.1f} ms", flush=True)
     for run in finished_runs(folder):

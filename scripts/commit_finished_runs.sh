@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Commit the compact results of every finished run under a sweep folder (default: docs/results/paper-budget):
 # summary.json, config.json, diagnostics.csv and the harvested *.csv.gz of run folders that hold a summary.json,
-# plus the report, its figures and the straggler's fixed-policy and frozen-policy results (not sweep.json: a partial sweep run from a
-# narrowed config rewrites it with only its own runs; each run folder's config.json is the record). Unfinished
-# runs are never committed (their files change while they run), and nothing else that happens to be staged is
-# committed (`git commit -- PATHS`).
+# plus the report, its figures and the straggler's fixed-policy and frozen-policy results (not sweep.json: a
+# partial sweep run from a narrowed config rewrites it with only its own runs; each run folder's config.json is the
+# record). Unfinished runs are never committed (their files change while they run), and nothing else that happens
+# to be staged is committed (`git commit -- PATHS`).
 # Run `python benchmarks/paper_budget.py harvest` first.
 #   scripts/commit_finished_runs.sh "commit message" [FOLDER]
 set -euo pipefail
