@@ -235,7 +235,8 @@ def diagnostics_table(runs: pd.DataFrame) -> list[str]:
             frames = [pd.read_csv(r / "diagnostics.csv") for r in grp["run"]]
             post = pd.concat([f[f["step"] > 6_000_000] for f in frames])
             table[agent] = {label: post[c].mean() for c, label in _DIAG.items() if c in post}
-        agents = sorted(table)
+        # an agent that never updates online (a prescient agent acting frozen) has no diagnostics: no column
+        agents = sorted(a for a in table if any(np.isfinite(v) for v in table[a].values()))
         labels = [lab for lab in _DIAG.values() if any(lab in table[a] for a in agents)]
         lines += [f"### Trace `{trace}`: training diagnostics after the warm-up (window means, mean over seeds)", "",
                   "| | " + " | ".join(a.upper() for a in agents) + " |", "|---|" + "---|" * len(agents)]
@@ -702,7 +703,11 @@ def report(folder: Path) -> None:
                   "computes bc7954b's action probabilities up to float rounding, so a straggler run's sampled actions "
                   "can part from the older code's after many steps: unanchored LCPO on Azure (no update found an "
                   "anchor batch at any of the three thresholds) gave 788.0 ms on bc7954b (Med, seed 0) and 786.7 ms "
-                  "on 633759d (Agg and Cons, seed 0, identical runs).", ""]
+                  "on 633759d (Agg and Cons, seed 0, identical runs). The fourth 2026-12-01 session's runs (`wind-1` "
+                  "PPO seeds 1-2 and SAC, `wind-3` prescient TRPO; three runs at once on the 2 cores for most of the "
+                  "session, load average 3-4) ran on 245716c, whose `src/` is identical to 633759d's. The prescient "
+                  "run ran at the lowest priority beside the other two, so its wall time says little about its cost "
+                  "(its offline training is 1.6M TRPO steps, then it only acts).", ""]
         total = runs["wall_time_s"].sum() / 3600
         lines += [f"Total run time of the {len(runs)} runs below: {total:.1f} hours (two at a time).", ""]
         lines += ["## Runs", "", "| trace | agent | seed | steps | lifelong return | wall time | steps/s |",

@@ -78,6 +78,24 @@ def test_main_table_ranks_by_mean_and_against_the_papers_order(pb):
     assert -220.0 <= lo <= -190.0 <= hi <= -150.0  # a bootstrap interval of the mean lies within the seeds' range
 
 
+def test_diagnostics_table_averages_after_the_warmup_and_skips_frozen_agents(pb, tmp_path):
+    rows = []
+    for agent, seed, kl in (("trpo", 0, 0.01), ("trpo", 1, 0.03), ("prescient-trpo", 0, None)):
+        run = tmp_path / f"{agent}_{seed}"
+        run.mkdir()
+        steps = np.arange(1, 81) * 100_000  # 8M steps, a window every 100k
+        diag = pd.DataFrame({"step": steps, "updates": 0 if kl is None else 10})
+        if kl is not None:  # a learner: large KLs in the warm-up, which must not enter the table
+            diag["train/kl"] = np.where(steps > 6_000_000, kl, 5.0)
+        diag.to_csv(run / "diagnostics.csv", index=False)
+        rows.append({"trace": "wind-3", "agent": agent, "seed": seed, "run": run})
+    lines = pb.diagnostics_table(pd.DataFrame(rows))
+    header = next(ln for ln in lines if ln.startswith("| |"))
+    assert "TRPO" in header and "PRESCIENT" not in header  # an agent that never updates gets no column
+    kl_row = next(ln for ln in lines if ln.startswith("| KL per update"))
+    assert float(kl_row.split("|")[2]) == pytest.approx(0.02, rel=1e-2)  # mean over seeds, after 6M steps only
+
+
 def _straggler_run(folder: Path, name: str, agent: str, threshold, seed: int, p95: float) -> None:
     run = folder / "runs" / name
     run.mkdir(parents=True)
