@@ -704,10 +704,11 @@ def report(folder: Path) -> None:
                   "can part from the older code's after many steps: unanchored LCPO on Azure (no update found an "
                   "anchor batch at any of the three thresholds) gave 788.0 ms on bc7954b (Med, seed 0) and 786.7 ms "
                   "on 633759d (Agg and Cons, seed 0, identical runs). The fourth 2026-12-01 session's runs (`wind-1` "
-                  "PPO seeds 1-2 and SAC, `wind-3` prescient TRPO; three runs at once on the 2 cores for most of the "
-                  "session, load average 3-4) ran on 245716c, whose `src/` is identical to 633759d's. The prescient "
-                  "run ran at the lowest priority beside the other two, so its wall time says little about its cost "
-                  "(its offline training is 1.6M TRPO steps, then it only acts).", ""]
+                  "PPO seeds 1-2, SAC and prescient TRPO, `wind-3` prescient TRPO; three runs at once on the 2 cores for most of the "
+                  "session, load average 3-4) ran on 245716c, whose `src/` is identical to 633759d's. The `wind-3` "
+                  "prescient run ran at the lowest priority beside the other two, so its 68 min say little about its "
+                  "cost; the `wind-1` one (1.6M offline TRPO steps, then 20M steps of acting) took 14 min beside one "
+                  "other run.", ""]
         total = runs["wall_time_s"].sum() / 3600
         lines += [f"Total run time of the {len(runs)} runs below: {total:.1f} hours (two at a time).", ""]
         lines += ["## Runs", "", "| trace | agent | seed | steps | lifelong return | wall time | steps/s |",
