@@ -20,7 +20,7 @@ later session's sweep skips every committed run and the report can be rebuilt fr
 
 ``episodes_binned.csv.gz``: per window of ``BIN_STEPS`` steps (by the step at which episodes end): ``step`` (the
 window's end), ``episodes``, ``return`` (mean episodic return), and the mean of each context column.
-``forgetting.csv.gz``: :func:`lcpo.forgetting.forgetting_table` at lags of 1 and 10 snapshots (100k and 1M steps
+``forgetting.csv.gz``: :func:`lcpo.experiments.forgetting.forgetting_table` at lags of 1 and 10 snapshots (100k and 1M steps
 with ``probe_every = 100000``), with a ``lag`` column.
 ``straggler/fixed.json``: the straggler environment driven by each fixed action (the 9 timeouts, the last one
 "never hedge") for the sweep's number of steps, on each workload, with the sweep runs' workload seed (0) and
@@ -98,8 +98,8 @@ def harvest_run(run: Path, force: bool = False) -> list[str]:
 def forgetting_of(run: Path) -> pd.DataFrame | None:
     """The run's forgetting table at every lag of :data:`LAGS` (None if it has too few snapshots)."""
     from lcpo.envs.context import get_context_spec
-    from lcpo.forgetting import forgetting_table
-    from lcpo.run import AGENTS, RunConfig, make_run_env
+    from lcpo.experiments.forgetting import forgetting_table
+    from lcpo.online.run import AGENTS, RunConfig, make_run_env
 
     cfg = json.loads((run / "config.json").read_text())
     rc = RunConfig.from_dict(cfg["run"])
@@ -369,7 +369,7 @@ def _fixed_label(timeout: float) -> str:
 
 def _straggler_env(workload: str, steps: int):
     """The straggler environment as the sweep builds it (workload seed 0, continuing task), wrappers included."""
-    from lcpo.run import RunConfig, make_run_env
+    from lcpo.online.run import RunConfig, make_run_env
 
     return make_run_env(RunConfig(env="lcpo/StragglerMitigation-v0", agent="a2c", trace=workload, steps=steps,
                                   reset="never"))
@@ -378,14 +378,14 @@ def _straggler_env(workload: str, steps: int):
 def fixed_policies(path: Path, steps: int) -> dict:
     """Drive the straggler environment with each fixed action for ``steps`` steps on each workload.
 
-    The environment is built as the sweep builds it (``lcpo.run.make_run_env``: workload seed 0, the run's
+    The environment is built as the sweep builds it (``lcpo.online.run.make_run_env``: workload seed 0, the run's
     continuing task) and reset with seed 0. Results go to ``path`` (JSON, written atomically after every
     policy); entries already there for the same ``steps`` are kept, so an interrupted call resumes.
 
     Returns:
         ``{"steps", "seed", "results": {workload: {label: run_metrics + "action"}}}``.
     """
-    from lcpo.atomic import atomic_write_json
+    from lcpo.persistence.atomic import atomic_write_json
     from lcpo.envs.straggler import TIMEOUTS_MS
 
     if steps < 1:
@@ -427,10 +427,10 @@ def final_policies(folder: Path, steps: int) -> dict:
     """
     import torch
 
-    from lcpo.atomic import atomic_write_json
+    from lcpo.persistence.atomic import atomic_write_json
     from lcpo.envs.straggler import TIMEOUTS_MS
-    from lcpo.forgetting import load_snapshots
-    from lcpo.run import AGENTS, RunConfig, make_run_env
+    from lcpo.experiments.forgetting import load_snapshots
+    from lcpo.online.run import AGENTS, RunConfig, make_run_env
 
     if steps < 1:
         raise SystemExit(f"--steps must be >= 1, got {steps}")
@@ -666,7 +666,7 @@ def report(folder: Path) -> None:
         if f_lines:
             lines += ["## Forgetting, measured directly", "",
                       "Every 100k steps the run snapshots its actor and 32 states from the batch it just learned "
-                      "from (`probe_every`, `lcpo.forgetting`). The probe set is all recorded states; their contexts "
+                      "from (`probe_every`, `lcpo.experiments.forgetting`). The probe set is all recorded states; their contexts "
                       "are clustered into 4 regimes (k-means). For each snapshot t and lag L (100k or 1M steps), the "
                       "drift on a regime is the mean over its probe states of KL(pi_{t-L}(.|s) || pi_t(.|s)) (nats "
                       "per action dimension) and of the Wasserstein-1 distance between the two action distributions "
@@ -717,7 +717,7 @@ def report(folder: Path) -> None:
             lines.append(f"| {r.trace} | {r.agent} | {r.seed} | {r.steps:,} | {r.lifelong_return:.1f} | "
                          f"{r.wall_time_s / 60:.1f} min | {r.steps_per_s:,.0f} |")
         lines.append("")
-    from lcpo.atomic import atomic_write_text
+    from lcpo.persistence.atomic import atomic_write_text
 
     atomic_write_text(folder / "report.md", "\n".join(lines))
     print(f"wrote {folder / 'report.md'} ({len(runs)} runs)")

@@ -16,7 +16,7 @@ how good the policy is once it has learned), the mean per-step p95 (ms), the fra
 and per CPU second of the process (``time.process_time``; the better number on a shared machine).
 
 Acting: by default the agents act through :class:`lcpo.envs.straggler.nets.NumpyPermInvariantPolicy` (a NumPy
-mirror of the policy, which ``lcpo.nets.make_fast_policy`` takes from the body's ``fast_policy``);
+mirror of the policy, which ``lcpo.agents.nets.make_fast_policy`` takes from the body's ``fast_policy``);
 ``--torch-act`` swaps in the generic torch path instead. ``--speed-steps N`` additionally measures LCPO's steps/s
 with both paths on ``synthetic-noisy``.
 

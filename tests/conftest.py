@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lcpo.threads import limit_threads
+from lcpo.online.threads import limit_threads
 
 
 @pytest.fixture(autouse=True, scope="session")

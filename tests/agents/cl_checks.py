@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 import lcpo.envs  # noqa: F401
-from lcpo.run import RunConfig, execute
+from lcpo.online.run import RunConfig, execute
 
 
 def check_resume_equality(tmp_path, agent: str, overrides: dict, steps: int = 3000, stop_at: int = 2000,

@@ -7,8 +7,8 @@ import torch
 
 import lcpo.envs  # noqa: F401
 from lcpo.agents import A2C, LCPO
-from lcpo.loop import Transition
-from lcpo.nets import CategoricalPolicy
+from lcpo.online.loop import Transition
+from lcpo.agents.nets import CategoricalPolicy
 from lcpo.optim import flat_params
 
 

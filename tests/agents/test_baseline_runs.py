@@ -1,4 +1,4 @@
-"""TRPO, PPO, LCPO-P and the prescient agents through ``lcpo.run.execute``: interrupted-and-resumed runs equal
+"""TRPO, PPO, LCPO-P and the prescient agents through ``lcpo.online.run.execute``: interrupted-and-resumed runs equal
 uninterrupted ones, and save/load gives identical actions (as tests/test_run.py does for A2C and LCPO)."""
 
 import numpy as np
@@ -7,8 +7,8 @@ import pytest
 from lcpo.agents import AGENTS
 from lcpo.contexts import resolve_trace
 from lcpo.envs.registration import make_env
-from lcpo.run import RunConfig, execute
-from lcpo.threads import limit_threads
+from lcpo.online.run import RunConfig, execute
+from lcpo.online.threads import limit_threads
 
 VOLATILE = {"wall_time_s", "steps_per_s", "resumed_from"}
 TRACE = resolve_trace("wind-3", length=20_000)

@@ -11,9 +11,9 @@ from cl_checks import check_resume_equality
 import lcpo.envs  # noqa: F401
 from lcpo.agents import AGENTS
 from lcpo.agents.clear import CLEAR, split_episodes
-from lcpo.loop import Transition
-from lcpo.nets import CategoricalPolicy
-from lcpo.run import RunConfig, execute
+from lcpo.online.loop import Transition
+from lcpo.agents.nets import CategoricalPolicy
+from lcpo.online.run import RunConfig, execute
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ import lcpo.agents.lcpo as lcpo_module
 import lcpo.agents.trpo as trpo_module
 import lcpo.envs  # noqa: F401
 from lcpo.agents.trpo import TRPO
-from lcpo.loop import Transition
+from lcpo.online.loop import Transition
 from lcpo.optim import flat_params
 
 BAD_FVPS = {

@@ -11,8 +11,8 @@ from offpolicy_toys import ContextBandit
 import lcpo.envs  # noqa: F401
 from lcpo.agents import AGENTS
 from lcpo.agents.ddqn import DDQN, double_dqn_target
-from lcpo.loop import Transition
-from lcpo.run import RunConfig, execute
+from lcpo.online.loop import Transition
+from lcpo.online.run import RunConfig, execute
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ import pytest
 
 import lcpo.envs  # noqa: F401
 from lcpo.agents import AGENTS
-from lcpo.categorical import ENTROPY_TARGET_WARN, entropy_target_nats
+from lcpo.numerics.categorical import ENTROPY_TARGET_WARN, entropy_target_nats
 
 #: every registered agent with an entropy target (SAC, LCPO and the SAC-based baselines, prescient SAC)
 WITH_TARGET = sorted(n for n, c in AGENTS.items()

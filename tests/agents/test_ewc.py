@@ -13,7 +13,7 @@ import lcpo.envs  # noqa: F401
 from lcpo.agents import AGENTS
 from lcpo.agents.ewc import EWC, diagonal_fisher
 from lcpo.agents.sac import finite_log_probs
-from lcpo.run import RunConfig, execute
+from lcpo.online.run import RunConfig, execute
 
 
 @pytest.fixture(autouse=True)

@@ -8,10 +8,10 @@ import torch
 import lcpo.envs  # noqa: F401
 from lcpo.agents.lcpo_p import LCPOP, anchor_cross_entropy
 from lcpo.agents.ppo import PPO
-from lcpo.loop import Transition
-from lcpo.nets import CategoricalPolicy
+from lcpo.online.loop import Transition
+from lcpo.agents.nets import CategoricalPolicy
 from lcpo.optim import flat_grad
-from lcpo.threads import limit_threads
+from lcpo.online.threads import limit_threads
 
 
 @pytest.fixture(autouse=True)

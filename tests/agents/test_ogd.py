@@ -11,7 +11,7 @@ from cl_checks import check_resume_equality
 import lcpo.envs  # noqa: F401
 from lcpo.agents import AGENTS
 from lcpo.agents.ogd import OGD, SlidingBasis
-from lcpo.run import RunConfig, execute
+from lcpo.online.run import RunConfig, execute
 
 
 @pytest.fixture(autouse=True)

@@ -7,8 +7,8 @@ import torch
 
 import lcpo.envs  # noqa: F401
 from lcpo.agents.ppo import PPO, clipped_surrogate, normalize_advantages
-from lcpo.loop import Transition
-from lcpo.threads import limit_threads
+from lcpo.online.loop import Transition
+from lcpo.online.threads import limit_threads
 
 
 @pytest.fixture(autouse=True)

@@ -21,7 +21,7 @@ from lcpo.agents.prescient import (
 from lcpo.contexts.trace import ContextTrace
 from lcpo.envs.registration import make_env
 from lcpo.optim import flat_params
-from lcpo.threads import limit_threads
+from lcpo.online.threads import limit_threads
 
 T = 50
 

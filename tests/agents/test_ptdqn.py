@@ -10,7 +10,7 @@ from cl_checks import check_resume_equality, check_save_load_actions
 import lcpo.envs  # noqa: F401
 from lcpo.agents import AGENTS
 from lcpo.agents.ptdqn import PTDQN
-from lcpo.loop import Transition
+from lcpo.online.loop import Transition
 
 
 @pytest.fixture(autouse=True)

@@ -13,8 +13,8 @@ from offpolicy_toys import ContextBandit
 import lcpo.envs  # noqa: F401
 from lcpo.agents import AGENTS
 from lcpo.agents.sac import SAC, finite_log_probs, policy_entropy
-from lcpo.loop import Transition
-from lcpo.run import RunConfig, execute
+from lcpo.online.loop import Transition
+from lcpo.online.run import RunConfig, execute
 
 
 @pytest.fixture(autouse=True)

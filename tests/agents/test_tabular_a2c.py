@@ -13,7 +13,7 @@ import lcpo.envs  # noqa: F401  (registers the ids)
 from lcpo.agents import AGENTS
 from lcpo.agents.tabular_a2c import TabularA2C
 from lcpo.envs.gridworld import DECISION, DOWN, LEFT, START, TRAP, UP, TrapGridEnv
-from lcpo.loop import Transition
+from lcpo.online.loop import Transition
 
 
 def _env(trace=(0,)):

@@ -7,10 +7,10 @@ import torch
 
 import lcpo.envs  # noqa: F401
 from lcpo.agents.trpo import TRPO
-from lcpo.loop import Transition
-from lcpo.nets import CategoricalPolicy
+from lcpo.online.loop import Transition
+from lcpo.agents.nets import CategoricalPolicy
 from lcpo.optim import flat_params
-from lcpo.threads import limit_threads
+from lcpo.online.threads import limit_threads
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from torch import nn
 
 import lcpo.envs  # noqa: F401
 from lcpo.agents import A2C, CLEAR, LCPO, LCPOP, PPO, SAC, TRPO
-from lcpo.nets import make_fast_policy
+from lcpo.agents.nets import make_fast_policy
 
 MASKED_BINS = (0, 3, 14)  # of 15 torques: impossible actions
 

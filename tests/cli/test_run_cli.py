@@ -6,7 +6,7 @@ import pytest
 
 from lcpo.cli.main import build_parser, main
 from lcpo.cli.run import _announce_offline_training, _check_known, parse_assignments
-from lcpo.run import RunConfig
+from lcpo.online.run import RunConfig
 
 
 def _run(capsys, tmp_path, *argv):

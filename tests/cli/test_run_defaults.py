@@ -8,7 +8,7 @@ import json
 import pytest
 
 from lcpo.cli.main import main
-from lcpo.run import RunConfig, execute
+from lcpo.online.run import RunConfig, execute
 
 
 def test_summary_records_the_resolved_default_trace(tmp_path):

@@ -80,12 +80,12 @@ def test_lifelong_return_line_without_warmup_counts_every_episode(capsys, tmp_pa
 
 
 def test_ctrl_c_is_one_line_and_exit_status_130(capsys, tmp_path, monkeypatch):
-    import lcpo.run
+    import lcpo.online.run
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(lcpo.run, "execute", interrupted)
+    monkeypatch.setattr(lcpo.online.run, "execute", interrupted)
     rc, err = _run(capsys, tmp_path, "--agent", "a2c", "--trace", "wind-3", "--trace-length", "1000",
                    "--steps", "400")
     assert rc == 130

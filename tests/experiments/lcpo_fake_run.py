@@ -1,4 +1,4 @@
-"""A fast, deterministic stand-in for ``lcpo.run`` (same ``RunConfig``/``execute``/``AGENTS`` contract).
+"""A fast, deterministic stand-in for ``lcpo.online.run`` (same ``RunConfig``/``execute``/``AGENTS`` contract).
 
 Each "episode" is ``episode_length`` steps (200, or N for ``reset = "every:N"``); its return is a seeded
 function of (seed, agent, episode index, overrides), so results are known exactly and identical whether a run

@@ -134,7 +134,7 @@ def test_run_id_is_stable_readable_and_hash_sensitive():
 
 @pytest.mark.parametrize("name", ["smoke", "paper-mini", "paper-pendulum"])
 def test_presets_parse(name):
-    # agent names are checked against lcpo.run.AGENTS when it exists; not against the fake's
+    # agent names are checked against lcpo.online.run.AGENTS when it exists; not against the fake's
     cfg = load_config(REPO / "configs" / f"{name}.toml", executor="no_such_executor_module")
     specs = expand(cfg, executor="no_such_executor_module")
     assert len(specs) >= 2

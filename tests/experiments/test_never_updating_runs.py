@@ -14,7 +14,7 @@ from lcpo.cli import sweep as sweep_cli
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("lcpo.run") is None, reason="lcpo.run not available")
+@pytest.mark.skipif(importlib.util.find_spec("lcpo.online.run") is None, reason="lcpo.online.run not available")
 def test_sweep_and_report_with_prescient_and_too_short_runs(tmp_path):
     paper = tomllib.loads((REPO / "configs" / "paper-pendulum.toml").read_text())
     prescient = [a for a in paper["agents"] if a.startswith("prescient-")]

@@ -143,7 +143,7 @@ def test_straggler_verdict_follows_the_numbers(pb, tmp_path, med, a2c, where, or
 def _frozen_run(folder: Path, name: str, *, never_hedge: bool) -> Path:
     """A finished straggler run folder whose last snapshot is a real LCPO actor (``never_hedge``: one that puts
     all its mass on the last action, "never hedge")."""
-    from lcpo.run import AGENTS, RunConfig, make_run_env
+    from lcpo.online.run import AGENTS, RunConfig, make_run_env
 
     rc = RunConfig(env="lcpo/StragglerMitigation-v0", agent="lcpo", trace="synthetic-ramp", steps=1000,
                    reset="never", overrides={"reservoir_size": 1000})

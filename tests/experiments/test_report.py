@@ -112,7 +112,7 @@ def test_sweep_cli_bad_config_names_the_key(tmp_path, capsys):
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("lcpo.run") is None, reason="lcpo.run not available")
+@pytest.mark.skipif(importlib.util.find_spec("lcpo.online.run") is None, reason="lcpo.online.run not available")
 def test_smoke_sweep_then_report_with_the_real_executor(tmp_path):
     runs_dir, rep = tmp_path / "runs", tmp_path / "report"
     assert sweep_cli.main([str(REPO / "configs" / "smoke.toml"), "--out", str(runs_dir), "--workers", "2",

@@ -8,7 +8,7 @@ import time
 
 import lcpo_fake_run as fake
 
-from lcpo.runlock import RunLock
+from lcpo.persistence.runlock import RunLock
 
 FAKE = "lcpo_fake_run"
 

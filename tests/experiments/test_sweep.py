@@ -224,7 +224,7 @@ def test_dask_local_cluster_matches_local_backend_with_a_worker_killed(tmp_path)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("lcpo.run") is None, reason="lcpo.run not available")
+@pytest.mark.skipif(importlib.util.find_spec("lcpo.online.run") is None, reason="lcpo.online.run not available")
 def test_sigkill_with_the_real_executor_resumes_to_the_uninterrupted_result(tmp_path):
     cfg_file = tmp_path / "one.toml"
     cfg_file.write_text('name = "one"\nsteps = 16000\nseeds = 1\nenvs = ["lcpo/WindyPendulum-v0"]\n'

@@ -7,11 +7,11 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from lcpo.checkpoint import load_state, save_state
+from lcpo.persistence.checkpoint import load_state, save_state
 from lcpo.envs.chain import ContinuingChainEnv
-from lcpo.loop import OnlineLoop
+from lcpo.online.loop import OnlineLoop
 from lcpo.memory import ReplayBuffer
-from lcpo.targets import nstep_returns
+from lcpo.numerics.targets import nstep_returns
 
 
 def _fill(buf: ReplayBuffer, lengths, ends, start_index: int = 0) -> int:

@@ -14,7 +14,7 @@ from lcpo.envs.context import ContextSpec, get_context_spec
 from lcpo.memory.reservoir import ReservoirBuffer
 from lcpo.ood import (AutoThreshold, L2Distance, Mahalanobis, RunningMoments, make_detector, quantile_statistic,
                       sample_ood)
-from lcpo.run import RunConfig, execute
+from lcpo.online.run import RunConfig, execute
 
 # observation = [id, 2 state entries, 3 x-lags, 3 y-lags]; entry 0 identifies each state (never scaled)
 SPEC = ContextSpec((3, 4, 5, 6, 7, 8), tuple(f"c{i}" for i in range(6)), ((3, 4, 5), (6, 7, 8)))

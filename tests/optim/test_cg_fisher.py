@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from lcpo.nets import CategoricalPolicy
+from lcpo.agents.nets import CategoricalPolicy
 from lcpo.optim import (NotPositiveDefiniteError, autograd_fvp, conjugate_gradient, flat_grad, flat_params,
                         kl_constrained_step, mlp_fvp, set_flat_params)
 

@@ -3,7 +3,7 @@
 One update per rollout of ``rollout_steps`` transitions: the critic takes one Adam step on the GAE
 lambda-returns; the actor one Adam step on ``-mean(A_t log pi(a_t | s_t))`` (plus an optional entropy bonus;
 the paper's A2C has none). Truncated steps bootstrap from the real last state, terminated ones do not
-(:func:`lcpo.returns.gae`).
+(:func:`lcpo.numerics.returns.gae`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters
-from lcpo.nets import CategoricalPolicy
+from lcpo.agents.nets import CategoricalPolicy
 
 __all__ = ["A2C", "A2CHyperparameters"]
 
@@ -24,7 +24,7 @@ class A2CHyperparameters(OnPolicyHyperparameters):
 
     Attributes:
         network: ``"auto"`` (the environment's ``default_network``, else ``"mlp"``), ``"mlp"``, or a kind
-            registered in :data:`lcpo.nets.NETWORKS` (e.g. ``"perm-invariant"``).
+            registered in :data:`lcpo.agents.nets.NETWORKS` (e.g. ``"perm-invariant"``).
         hidden: hidden layer sizes of actor and critic (ReLU MLPs).
         actor_lr: Adam learning rate of the actor.
         critic_lr: Adam learning rate of the critic.

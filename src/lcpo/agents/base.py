@@ -18,12 +18,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from lcpo.checkpoint import atomic_write_json, load_state, save_state
-from lcpo.loop import OnlineLoop, Transition
-from lcpo.threads import limit_threads
+from lcpo.persistence.checkpoint import atomic_write_json, load_state, save_state
+from lcpo.online.loop import OnlineLoop, Transition
+from lcpo.online.threads import limit_threads
 from lcpo.memory.rollout import RolloutBuffer
-from lcpo.nets import action_shape_of, make_actor_critic, make_fast_policy
-from lcpo.normalize import ReturnNormalizer
+from lcpo.agents.nets import action_shape_of, make_actor_critic, make_fast_policy
+from lcpo.numerics.normalize import ReturnNormalizer
 
 __all__ = ["Agent", "OnPolicyAgent", "OnPolicyHyperparameters", "resolve_hyperparameters"]
 
@@ -174,9 +174,9 @@ class OnPolicyHyperparameters:
         rollout_steps: transitions per update.
         max_grad_norm: gradient-norm clip of each network's step.
         network: ``"auto"`` (the environment's ``default_network``, else ``"mlp"``), ``"mlp"``, or a kind
-            registered in :data:`lcpo.nets.NETWORKS` (e.g. ``"perm-invariant"``).
+            registered in :data:`lcpo.agents.nets.NETWORKS` (e.g. ``"perm-invariant"``).
         normalize_returns: divide the rewards entering each update by the running spread of the discounted
-            return, ``sqrt(Var[G] + 1)`` (:class:`lcpo.normalize.ReturnNormalizer`; on, as in the authors'
+            return, ``sqrt(Var[G] + 1)`` (:class:`lcpo.numerics.normalize.ReturnNormalizer`; on, as in the authors'
             implementation; the straggler presets turn it off, as the authors' straggler agents do).
     """
 
@@ -241,7 +241,7 @@ class Agent:
         Args:
             total_steps: number of environment steps (each experienced once), >= 0.
             reset_condition: ``"end"`` (default), ``"every:N"``, ``"never"``, a ``ResetAfterSteps``-like object
-                or a callable ``(agent, transition, env) -> bool`` (see :mod:`lcpo.loop`). On a later call, a
+                or a callable ``(agent, transition, env) -> bool`` (see :mod:`lcpo.online.loop`). On a later call, a
                 condition given replaces the running one from this call on (a step count of ``every:N`` counts
                 from the switch); None keeps the running one.
             callback: optional ``(step, diagnostics) -> None`` called after every update of this call (each
@@ -257,7 +257,7 @@ class Agent:
         else:
             self._loop.on_update = callback
             if reset_condition is not None:
-                from lcpo.loop import NeverReset, parse_reset
+                from lcpo.online.loop import NeverReset, parse_reset
 
                 cond = parse_reset(reset_condition)
                 self._loop.reset_condition = cond
@@ -268,7 +268,7 @@ class Agent:
 
     @property
     def episodes(self) -> list[tuple]:
-        """Per-episode rows recorded by :meth:`learn` (see :data:`lcpo.loop.EPISODE_COLUMNS`)."""
+        """Per-episode rows recorded by :meth:`learn` (see :data:`lcpo.online.loop.EPISODE_COLUMNS`)."""
         return [] if self._loop is None else self._loop.episodes
 
     # -- persistence -----------------------------------------------------------------------------------
@@ -331,7 +331,7 @@ class OnPolicyAgent(Agent):
         self.steps = 0
 
     def build_networks(self):
-        """``(actor, critic)``: a :class:`~lcpo.nets.CategoricalPolicy` and a :class:`~lcpo.nets.ValueNet` of the
+        """``(actor, critic)``: a :class:`~lcpo.agents.nets.CategoricalPolicy` and a :class:`~lcpo.agents.nets.ValueNet` of the
         kind ``hp.network`` (called under a seeded torch RNG; override for other function classes)."""
         return make_actor_critic(self.env, self.obs_dim, self.action_dims, self.action_bins, self.hp.hidden,
                                  self.hp.network)
@@ -415,7 +415,7 @@ class OnPolicyAgent(Agent):
     def _batch(self):
         """Tensors of the full rollout batch and its GAE advantages / lambda-returns (rewards scaled by
         :meth:`batch_rewards`)."""
-        from lcpo.returns import gae
+        from lcpo.numerics.returns import gae
 
         b = self.rollout
         n = b.ptr

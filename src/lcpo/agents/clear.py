@@ -13,7 +13,7 @@ One update per rollout of ``rollout_steps`` transitions (the :class:`~lcpo.agent
 2. ``replay_windows`` windows of up to ``replay_window`` steps are drawn uniformly from the replay buffer
    (:meth:`lcpo.memory.replay.ReplayBuffer.sample_windows`; never across an episode end). Then the rollout is
    added to the buffer with its behaviour quantities (so replay is always of earlier rollouts).
-3. On every window (new and replayed) :func:`lcpo.targets.vtrace` with ``log_rho = log pi(a|s) - log mu(a|s)``
+3. On every window (new and replayed) :func:`lcpo.numerics.targets.vtrace` with ``log_rho = log pi(a|s) - log mu(a|s)``
    gives value targets ``v_s`` and advantages ``A`` (for the new data ``log_rho = 0`` exactly: V-trace is then the
    n-step return to the window's end). With ``N`` the valid steps of both parts and ``N_r`` of the replayed part:
 
@@ -43,8 +43,8 @@ import torch
 
 from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters
 from lcpo.memory.replay import ReplayBuffer
-from lcpo.nets import CategoricalPolicy
-from lcpo.targets import vtrace
+from lcpo.agents.nets import CategoricalPolicy
+from lcpo.numerics.targets import vtrace
 
 __all__ = ["CLEAR", "CLEARHyperparameters", "split_episodes"]
 

@@ -33,7 +33,7 @@ from lcpo.agents.offpolicy import (
     polyak_update,
     reduce_heads,
 )
-from lcpo.nets import make_fast_policy
+from lcpo.agents.nets import make_fast_policy
 
 __all__ = ["DDQN", "DDQNHyperparameters", "double_dqn_target"]
 
@@ -74,7 +74,7 @@ class DDQNHyperparameters:
 
     Attributes:
         network: ``"auto"`` (the environment's ``default_network``, else ``"mlp"``), ``"mlp"``, or a kind
-            registered in :data:`lcpo.nets.NETWORKS`.
+            registered in :data:`lcpo.agents.nets.NETWORKS`.
         hidden: hidden layer sizes of the Q-network (ReLU MLP).
         lr: Adam learning rate.
         weight_decay: Adam L2 weight decay.
@@ -94,7 +94,7 @@ class DDQNHyperparameters:
         loss: ``"huber"`` (smooth L1, delta 1) or ``"mse"``.
         max_grad_norm: gradient-norm clip.
         normalize_returns: divide minibatch rewards by the running spread of the discounted return,
-            ``sqrt(Var[G] + 1)`` (:class:`lcpo.normalize.ReturnNormalizer`; on, as in the authors' implementation).
+            ``sqrt(Var[G] + 1)`` (:class:`lcpo.numerics.normalize.ReturnNormalizer`; on, as in the authors' implementation).
     """
 
     network: str = "auto"

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 import torch
 
-from lcpo import categorical
+from lcpo.numerics import categorical
 from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters
 from lcpo.envs.context import get_context_spec
 from lcpo.memory.reservoir import ReservoirBuffer
-from lcpo.nets import CategoricalPolicy
+from lcpo.agents.nets import CategoricalPolicy
 from lcpo.ood.calibration import AutoThreshold, load_calibration
 from lcpo.ood.detectors import make_detector
 from lcpo.ood.sampler import check_ood_sizes, sample_ood
@@ -46,7 +46,7 @@ class LCPOHyperparameters(OnPolicyHyperparameters):
 
     Attributes:
         network: ``"auto"`` (the environment's ``default_network``, else ``"mlp"``), ``"mlp"``, or a kind
-            registered in :data:`lcpo.nets.NETWORKS` (e.g. ``"perm-invariant"``).
+            registered in :data:`lcpo.agents.nets.NETWORKS` (e.g. ``"perm-invariant"``).
         hidden: hidden layer sizes of actor and critic.
         actor_lr: Adam learning rate of the actor (used by the plain A2C step when no anchors are found).
         critic_lr: Adam learning rate of the critic.
@@ -114,7 +114,7 @@ class LCPO(OnPolicyAgent):
             found; :func:`lcpo.ood.check_ood_sizes`).
 
     Warns:
-        UserWarning: for ``entropy_target > 0.95`` (see :func:`lcpo.categorical.entropy_target_nats`).
+        UserWarning: for ``entropy_target > 0.95`` (see :func:`lcpo.numerics.categorical.entropy_target_nats`).
 
     Example:
         >>> import gymnasium as gym, lcpo.envs
@@ -137,7 +137,7 @@ class LCPO(OnPolicyAgent):
         self.reservoir = ReservoirBuffer(hp.reservoir_size, self.obs_dim, self.rngs["buffer"])
         self.log_alpha = torch.zeros(1, requires_grad=True)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=hp.entropy_lr)
-        # rejects a fraction >= 1 (ln K is unreachable), warns above 0.95 (lcpo.categorical.entropy_target_nats)
+        # rejects a fraction >= 1 (ln K is unreachable), warns above 0.95 (lcpo.numerics.categorical.entropy_target_nats)
         self.target_entropy = categorical.entropy_target_nats(hp.entropy_target, self.action_bins,
                                                               self.action_dims, "LCPO")
         self.constrained_updates = 0

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 import torch
 
-from lcpo import categorical
+from lcpo.numerics import categorical
 from lcpo.agents.ppo import PPO, PPOHyperparameters
 from lcpo.envs.context import get_context_spec
 from lcpo.memory.reservoir import ReservoirBuffer
-from lcpo.nets import CategoricalPolicy
+from lcpo.agents.nets import CategoricalPolicy
 from lcpo.ood.calibration import AutoThreshold, load_calibration
 from lcpo.ood.detectors import make_detector
 from lcpo.ood.sampler import check_ood_sizes, sample_ood
@@ -45,7 +45,7 @@ def anchor_cross_entropy(logp_old: torch.Tensor, logp_new: torch.Tensor) -> torc
 
     Returns:
         Scalar tensor. Its gradient w.r.t. the current policy is zero when ``logp_new == logp_old``. Choices
-        with ``pi_old = 0`` add nothing (``0 log q = 0``, :func:`lcpo.categorical.cross_entropy`).
+        with ``pi_old = 0`` add nothing (``0 log q = 0``, :func:`lcpo.numerics.categorical.cross_entropy`).
 
     Raises:
         ValueError: if the shapes differ.

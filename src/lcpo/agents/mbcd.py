@@ -33,7 +33,7 @@ import numpy as np
 from lcpo.agents.base import Agent
 from lcpo.agents.models import CUSUM, EnsembleDynamics, one_hot_actions
 from lcpo.agents.sac import SAC, SACHyperparameters
-from lcpo.loop import Transition
+from lcpo.online.loop import Transition
 
 __all__ = ["MBCD", "MBCDHyperparameters"]
 

@@ -29,7 +29,7 @@ import torch
 from lcpo.agents.models import EnsembleDynamics, one_hot_actions
 from lcpo.agents.sac import SAC, SACHyperparameters
 from lcpo.envs.termination import get_termination_fn, never_terminates
-from lcpo.loop import Transition
+from lcpo.online.loop import Transition
 from lcpo.memory.replay import ReplayBuffer
 
 __all__ = ["MBPO", "MBPOHyperparameters"]

@@ -25,19 +25,19 @@ import numpy as np
 import torch
 
 from lcpo.agents.base import Agent
-from lcpo.loop import Transition
+from lcpo.online.loop import Transition
 from lcpo.memory.replay import ReplayBuffer
-from lcpo.nets import CategoricalPolicy, make_body
-from lcpo.normalize import ReturnNormalizer
+from lcpo.agents.nets import CategoricalPolicy, make_body
+from lcpo.numerics.normalize import ReturnNormalizer
 
 __all__ = ["OffPolicyAgent", "factorized_q", "make_head_net", "polyak_update", "reduce_heads"]
 
 
 def make_head_net(env, obs_dim: int, dims: int, bins: int, hidden, kind: str) -> CategoricalPolicy:
-    """A network ``(B, obs_dim) -> (B, dims, bins)`` built with :func:`lcpo.nets.make_body`.
+    """A network ``(B, obs_dim) -> (B, dims, bins)`` built with :func:`lcpo.agents.nets.make_body`.
 
-    The returned module is a :class:`lcpo.nets.CategoricalPolicy` (a container of a body reshaped to
-    ``(B, D, K)``), so plain MLPs get the allocation-free NumPy mirror of :func:`lcpo.nets.make_fast_policy`;
+    The returned module is a :class:`lcpo.agents.nets.CategoricalPolicy` (a container of a body reshaped to
+    ``(B, D, K)``), so plain MLPs get the allocation-free NumPy mirror of :func:`lcpo.agents.nets.make_fast_policy`;
     for a Q-network its "logits" are Q-values.
 
     Raises:

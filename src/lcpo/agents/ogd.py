@@ -37,7 +37,7 @@ import scipy.linalg
 import torch
 
 from lcpo.agents.sac import SAC, SACHyperparameters, finite_log_probs
-from lcpo.loop import Transition
+from lcpo.online.loop import Transition
 
 __all__ = ["OGD", "OGDHyperparameters", "SlidingBasis"]
 

@@ -3,7 +3,7 @@
 Every rollout of ``rollout_steps`` transitions (200, as A2C and LCPO, so all online agents update equally
 often):
 
-1. GAE advantages and lambda-returns from the pre-update critic (:func:`lcpo.returns.gae`; truncation
+1. GAE advantages and lambda-returns from the pre-update critic (:func:`lcpo.numerics.returns.gae`; truncation
    bootstraps, termination does not);
 2. up to ``epochs`` passes over the batch in shuffled minibatches of ``minibatch_size``; on each minibatch the
    actor takes one Adam step on the clipped surrogate :func:`clipped_surrogate` (plus any extra term a
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters
-from lcpo.nets import CategoricalPolicy
+from lcpo.agents.nets import CategoricalPolicy
 
 __all__ = ["PPO", "PPOHyperparameters", "clipped_surrogate", "normalize_advantages"]
 
@@ -102,7 +102,7 @@ class PPOHyperparameters(OnPolicyHyperparameters):
 
     Attributes:
         network: ``"auto"`` (the environment's ``default_network``, else ``"mlp"``), ``"mlp"``, or a kind
-            registered in :data:`lcpo.nets.NETWORKS`.
+            registered in :data:`lcpo.agents.nets.NETWORKS`.
         hidden: hidden layer sizes of actor and critic.
         actor_lr: Adam learning rate of the actor.
         critic_lr: Adam learning rate of the critic.

@@ -29,8 +29,8 @@ import torch
 
 from lcpo.agents.ddqn import DDQN, DDQNHyperparameters
 from lcpo.agents.offpolicy import factorized_q, make_head_net
-from lcpo.loop import Transition
-from lcpo.nets import make_fast_policy
+from lcpo.online.loop import Transition
+from lcpo.agents.nets import make_fast_policy
 
 __all__ = ["PTDQN", "PTDQNHyperparameters", "PTQNetwork"]
 

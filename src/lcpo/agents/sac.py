@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from lcpo import categorical
+from lcpo.numerics import categorical
 from lcpo.agents.offpolicy import (
     OffPolicyAgent,
     factorized_q,
@@ -38,7 +38,7 @@ from lcpo.agents.offpolicy import (
     polyak_update,
     reduce_heads,
 )
-from lcpo.nets import make_fast_policy
+from lcpo.agents.nets import make_fast_policy
 
 __all__ = ["SAC", "SACHyperparameters", "finite_log_probs", "policy_entropy"]
 
@@ -59,7 +59,7 @@ def policy_entropy(logp: torch.Tensor) -> torch.Tensor:
     """``(B,)`` entropy (nats) of a product of categoricals, summed over dimensions, from ``logp (B, D, K)``.
 
     Terms with probability 0 contribute exactly 0, values and gradients, whether ``logp`` is ``-inf`` there or
-    clamped by :func:`finite_log_probs` (:func:`lcpo.categorical.entropy`).
+    clamped by :func:`finite_log_probs` (:func:`lcpo.numerics.categorical.entropy`).
     """
     return categorical.entropy(logp)
 
@@ -70,7 +70,7 @@ class SACHyperparameters:
 
     Attributes:
         network: ``"auto"`` (the environment's ``default_network``, else ``"mlp"``), ``"mlp"``, or a kind
-            registered in :data:`lcpo.nets.NETWORKS`.
+            registered in :data:`lcpo.agents.nets.NETWORKS`.
         hidden: hidden layer sizes of the actor and of each critic (ReLU MLPs).
         actor_lr: Adam learning rate of the actor.
         critic_lr: Adam learning rate of the twin critics.
@@ -91,7 +91,7 @@ class SACHyperparameters:
         head_reduction: ``"mean"`` or ``"sum"`` of the per-dimension Q-values into the joint Q.
         max_grad_norm: gradient-norm clip of actor and critics.
         normalize_returns: divide minibatch rewards by the running spread of the discounted return,
-            ``sqrt(Var[G] + 1)`` (:class:`lcpo.normalize.ReturnNormalizer`; on, as in the authors' implementation).
+            ``sqrt(Var[G] + 1)`` (:class:`lcpo.numerics.normalize.ReturnNormalizer`; on, as in the authors' implementation).
     """
 
     network: str = "auto"
@@ -129,7 +129,7 @@ class SAC(OffPolicyAgent):
             unsupported spaces.
 
     Warns:
-        UserWarning: for ``entropy_target > 0.95`` (see :func:`lcpo.categorical.entropy_target_nats`).
+        UserWarning: for ``entropy_target > 0.95`` (see :func:`lcpo.numerics.categorical.entropy_target_nats`).
 
     Example:
         >>> import gymnasium as gym, lcpo.envs
@@ -165,7 +165,7 @@ class SAC(OffPolicyAgent):
                                            fused=True)
         self.log_alpha = torch.full((1,), math.log(hp.alpha_init), requires_grad=True)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=hp.alpha_lr)
-        # rejects a fraction >= 1 (ln K is unreachable), warns above 0.95 (lcpo.categorical.entropy_target_nats)
+        # rejects a fraction >= 1 (ln K is unreachable), warns above 0.95 (lcpo.numerics.categorical.entropy_target_nats)
         self.target_entropy = categorical.entropy_target_nats(hp.entropy_target, K, D, type(self).__name__)
         self.fast_actor = make_fast_policy(self.actor)
         self._noise = np.zeros((0, D * K), dtype=np.float32)

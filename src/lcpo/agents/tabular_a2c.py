@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from lcpo.agents.a2c import A2C
-from lcpo.nets import CategoricalPolicy, ValueNet
+from lcpo.agents.nets import CategoricalPolicy, ValueNet
 
 __all__ = ["TabularA2C", "TabularA2CHyperparameters", "TableBody", "TablePolicy"]
 
@@ -41,7 +41,7 @@ class TabularA2CHyperparameters:
         entropy_coef: entropy bonus weight (0, as in the paper's A2C).
         init_value: initial value of every table entry of the critic.
         normalize_returns: divide rewards by the return normaliser's scale (off: this agent exists for the
-            grid world, whose Figure 1 settings were validated on raw rewards; see :mod:`lcpo.normalize`).
+            grid world, whose Figure 1 settings were validated on raw rewards; see :mod:`lcpo.numerics.normalize`).
     """
 
     actor_lr: float = 2.0
@@ -71,7 +71,7 @@ class TableBody(nn.Module):
         self.table = nn.Parameter(torch.full((int(n_states), int(out_dim)), float(init)))
 
     def fast_policy(self, policy: "CategoricalPolicy") -> "TablePolicy":
-        """The per-step acting path for a policy with this body (see :func:`lcpo.nets.make_fast_policy`)."""
+        """The per-step acting path for a policy with this body (see :func:`lcpo.agents.nets.make_fast_policy`)."""
         return TablePolicy(policy)
 
     def rows(self, obs: np.ndarray) -> np.ndarray:
@@ -93,7 +93,7 @@ class TableBody(nn.Module):
 class TablePolicy:
     """Allocation-light per-step sampler over a :class:`TableBody` policy (the ``fast_actor`` interface).
 
-    Same interface as :class:`lcpo.nets.NumpyPolicy`: ``sync``, ``logits``, ``sample``, ``greedy``.
+    Same interface as :class:`lcpo.agents.nets.NumpyPolicy`: ``sync``, ``logits``, ``sample``, ``greedy``.
     """
 
     def __init__(self, policy: CategoricalPolicy):

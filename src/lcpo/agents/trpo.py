@@ -2,7 +2,7 @@
 
 Every rollout of ``rollout_steps`` transitions (3,200 in the paper, Table 11):
 
-1. GAE advantages and lambda-returns from the pre-update critic (:func:`lcpo.returns.gae`);
+1. GAE advantages and lambda-returns from the pre-update critic (:func:`lcpo.numerics.returns.gae`);
 2. the critic regresses the lambda-returns with Adam, ``critic_epochs`` passes in shuffled minibatches of
    ``critic_minibatch`` states (defaults: one pass of 200-state minibatches, i.e. the same number of critic
    steps per sample as A2C);
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters
-from lcpo.nets import CategoricalPolicy
+from lcpo.agents.nets import CategoricalPolicy
 from lcpo.optim.constrained import kl_constrained_step
 from lcpo.optim.fisher import flat_grad, make_fvp
 
@@ -35,7 +35,7 @@ class TRPOHyperparameters(OnPolicyHyperparameters):
 
     Attributes:
         network: ``"auto"`` (the environment's ``default_network``, else ``"mlp"``), ``"mlp"``, or a kind
-            registered in :data:`lcpo.nets.NETWORKS`.
+            registered in :data:`lcpo.agents.nets.NETWORKS`.
         hidden: hidden layer sizes of actor and critic.
         actor_lr: unused by TRPO's step (kept so the actor optimizer of the shared base exists).
         critic_lr: Adam learning rate of the critic.

@@ -1,10 +1,10 @@
 """``lcpo figure``: reproduce the paper's figures.
 
 ``lcpo figure gridworld --out DIR [--scale F] [--seeds N] [--workers W]`` runs A2C, tabular A2C and LCPO on the
-trap grid world schedule (paper Figure 1; :mod:`lcpo.gridworld_experiment`) and writes to ``DIR``:
+trap grid world schedule (paper Figure 1; :mod:`lcpo.experiments.gridworld`) and writes to ``DIR``:
 
 * ``gridworld.png``: the three panels (episodic return; the two total-variation distances; trap periods shaded);
-* ``gridworld.csv``: one row per agent, seed and epoch (:data:`lcpo.gridworld_experiment.COLUMNS`);
+* ``gridworld.csv``: one row per agent, seed and epoch (:data:`lcpo.experiments.gridworld.COLUMNS`);
 * ``acceptance.json``: the measured acceptance numbers of issue 4 and whether each criterion holds.
 """
 
@@ -56,7 +56,7 @@ def run_gridworld(args: argparse.Namespace) -> int:
     Returns:
         0 (errors raise ValueError, reported by :func:`lcpo.cli.main.main`).
     """
-    from lcpo.gridworld_experiment import acceptance, default_workers, plot_gridworld, run_experiment
+    from lcpo.experiments.gridworld import acceptance, default_workers, plot_gridworld, run_experiment
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

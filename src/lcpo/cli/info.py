@@ -1,6 +1,6 @@
 """``lcpo envs list`` and ``lcpo agents list|show``: what the library offers, with context and settings.
 
-``envs list`` and ``agents list`` print static tables (:data:`lcpo.catalog.ENVS`, :data:`lcpo.agents.SUMMARIES`)
+``envs list`` and ``agents list`` print static tables (:data:`lcpo.cli.catalog.ENVS`, :data:`lcpo.agents.SUMMARIES`)
 and import no environment, no agent and no PyTorch; ``agents show`` imports the one agent it describes.
 """
 
@@ -44,7 +44,7 @@ def _attribute_docs(doc: str) -> dict[str, str]:
 
 
 def _envs_list(args) -> int:
-    from lcpo.catalog import ENVS
+    from lcpo.cli.catalog import ENVS
 
     for env_id, info in ENVS.items():
         kind = ("continuing (default --reset never; lifelong return per 200-step window)" if info.continuing

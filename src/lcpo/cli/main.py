@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
-    from lcpo.runlock import RunFolderBusy
+    from lcpo.persistence.runlock import RunFolderBusy
 
     try:
         return int(args.func(args) or 0)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lcpo.agents import AGENTS
 from lcpo.cli.argtypes import nonneg_int, positive_int
-from lcpo.catalog import DEFAULT_TRACE
+from lcpo.cli.catalog import DEFAULT_TRACE
 
 __all__ = ["add_parser", "add_resume_parser", "cmd_resume", "cmd_run", "find_run_folders", "parse_assignments",
            "DEFAULT_STEPS"]
@@ -91,7 +91,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def cmd_run(args) -> int:
     """Execute ``lcpo run``; prints the lifelong return of every run (side by side for several agents)."""
-    from lcpo.run import RunConfig, resume_plan
+    from lcpo.online.run import RunConfig, resume_plan
 
     if args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {args.out} is an existing file, not a folder")
@@ -121,7 +121,7 @@ def cmd_run(args) -> int:
 
 def _execute_all(planned: list, resume: bool, progress: bool) -> None:
     """Execute each ``(RunConfig, out, ResumePlan)`` in turn, then print the side-by-side summary (stdout)."""
-    from lcpo.run import execute
+    from lcpo.online.run import execute
 
     results = []
     for cfg, out, plan in planned:
@@ -177,12 +177,12 @@ def find_run_folders(folder: Path) -> list[Path]:
 
 
 def _recorded_config(run: Path):
-    """The :class:`~lcpo.run.RunConfig` recorded in ``run/config.json``.
+    """The :class:`~lcpo.online.run.RunConfig` recorded in ``run/config.json``.
 
     Raises:
         ValueError: unreadable JSON or a file without a valid ``run`` entry (names the file).
     """
-    from lcpo.run import RunConfig
+    from lcpo.online.run import RunConfig
 
     path = run / "config.json"
     try:
@@ -198,7 +198,7 @@ def cmd_resume(args) -> int:
     """Execute ``lcpo resume``: continue every run under ``args.folder`` with its recorded configuration."""
     import dataclasses
 
-    from lcpo.run import resume_plan
+    from lcpo.online.run import resume_plan
 
     planned = []
     for run in find_run_folders(args.folder):  # every run is checked before the first one starts
@@ -250,7 +250,7 @@ def _preflight(args, env_kwargs: dict) -> str:
 
 def _check_known(agents: list[str], overrides: dict) -> None:
     """Raise ValueError naming every override key that none of ``agents`` knows (unknown agents are skipped;
-    :class:`lcpo.run.RunConfig` reports them)."""
+    :class:`lcpo.online.run.RunConfig` reports them)."""
     import dataclasses
 
     known = set()

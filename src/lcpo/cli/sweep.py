@@ -29,9 +29,9 @@ def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "default: start a LocalCluster on 127.0.0.1")
     parser.add_argument("--workers", type=positive_int, default=None,
                         help="worker processes for the local pool or the LocalCluster (default: one per core)")
-    parser.add_argument("--executor", default="lcpo.run",
+    parser.add_argument("--executor", default="lcpo.online.run",
                         help="module providing RunConfig and execute(config, out_dir, resume, progress) "
-                             "(default: lcpo.run)")
+                             "(default: lcpo.online.run)")
     parser.add_argument("--only", action="append", metavar="GLOB", default=None,
                         help="start only the unfinished runs whose id matches this shell glob (repeatable; runs "
                              "start in the order of the patterns, so list the ones to finish first first), "

@@ -9,7 +9,7 @@ Subcommands::
                                 [--step-seconds S | --length N] [--scale auto|X]
     lcpo traces plot NAME_OR_FILE [NAME_OR_FILE ...] --out PNG [--length N] [--seed S]
 
-``list`` reads the static tables of :mod:`lcpo.catalog` (no NumPy import: it answers at once); the others
+``list`` reads the static tables of :mod:`lcpo.cli.catalog` (no NumPy import: it answers at once); the others
 import what they need when they run. ``python -m lcpo.cli.traces ...`` runs the same commands without the
 ``lcpo`` entry point.
 """
@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from lcpo.catalog import TRACE_NAMES, WORKLOADS
+from lcpo.cli.catalog import TRACE_NAMES, WORKLOADS
 from lcpo.cli.argtypes import nonneg_int, positive_int
 
 __all__ = ["add_parser", "main", "plot_traces", "MAX_PLOT_POINTS"]

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from lcpo.catalog import DEFAULT_TRACE, TRACE_NAMES
+from lcpo.cli.catalog import DEFAULT_TRACE, TRACE_NAMES
 from lcpo.contexts import generators as gen
 from lcpo.contexts.io import SUFFIXES, load_trace
 from lcpo.contexts.trace import ContextTrace, TraceError
@@ -333,7 +333,7 @@ def ndbc_46002(length: int | None = None, seed: gen.SeedLike = 0,
     return ContextTrace(values, name, meta)
 
 
-# TRACE_NAMES (name -> description) lives in lcpo.catalog, importable without NumPy (`lcpo traces list`).
+# TRACE_NAMES (name -> description) lives in lcpo.cli.catalog, importable without NumPy (`lcpo traces list`).
 
 _MAKERS: dict[str, Callable[..., ContextTrace]] = {
     "wind-1": wind_1, "wind-2": wind_2, "wind-3": wind_3, "wind-4": wind_4, "zero": zero,

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from lcpo.atomic import atomic_write, json_default
+from lcpo.persistence.atomic import atomic_write, json_default
 from lcpo.contexts.trace import ContextTrace, TraceError
 
 __all__ = ["SUFFIXES", "save_trace", "load_trace", "sidecar_path"]

@@ -11,7 +11,7 @@ learn what the environment declares:
 
 :func:`check_env` turns what is missing into an error that names it and says how to add it (or a one-line
 notice where the run can go on). :func:`run_env_kwargs` is how a run passes its trace to an environment
-(:func:`lcpo.run.make_run_env`).
+(:func:`lcpo.online.run.make_run_env`).
 """
 
 from __future__ import annotations

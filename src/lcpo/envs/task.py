@@ -6,7 +6,7 @@ An environment says what it is in one place, its Gymnasium ``metadata``:
   time limit), the loop resets after each, and the lifelong return is the mean episodic return.
 * ``metadata["continuing"] = True``: a **continuing** task. The environment never ends the stream by itself
   (no time limit; a real termination, if one can happen, still resets). The loop never resets it
-  (:class:`lcpo.loop.NeverReset`) and records one row per window of :data:`lcpo.loop.SEGMENT_STEPS` steps, so
+  (:class:`lcpo.online.loop.NeverReset`) and records one row per window of :data:`lcpo.online.loop.SEGMENT_STEPS` steps, so
   the lifelong return is the mean return per window.
 
 An environment whose kind depends on a constructor argument (the windy environments' ``continuing=True`` or
@@ -86,7 +86,7 @@ def return_unit(reset: str, segment_steps: int | None = None) -> str:
 
     Args:
         reset: ``"end"``, ``"every:N"`` or ``"never"``.
-        segment_steps: window length of a continuing run (default :data:`lcpo.loop.SEGMENT_STEPS`).
+        segment_steps: window length of a continuing run (default :data:`lcpo.online.loop.SEGMENT_STEPS`).
 
     Returns:
         ``"episode"``, or ``"<segment_steps>-step window"`` for ``"never"``.
@@ -94,7 +94,7 @@ def return_unit(reset: str, segment_steps: int | None = None) -> str:
     if reset != "never":
         return "episode"
     if segment_steps is None:
-        from lcpo.loop import SEGMENT_STEPS
+        from lcpo.online.loop import SEGMENT_STEPS
 
         segment_steps = SEGMENT_STEPS
     return f"{int(segment_steps)}-step window"

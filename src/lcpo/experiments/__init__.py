@@ -1,7 +1,7 @@
 """Experiments: sweep configs, the sweep runner (local process pool or Dask), the results store, the report.
 
 ``lcpo sweep CONFIG --out RUNS_DIR`` expands a TOML grid (:mod:`lcpo.experiments.config`) into run specs and
-runs them (:mod:`lcpo.experiments.runner`) through ``lcpo.run.execute``; :mod:`lcpo.experiments.store`
+runs them (:mod:`lcpo.experiments.runner`) through ``lcpo.online.run.execute``; :mod:`lcpo.experiments.store`
 gathers one row per run and the per-episode series; ``lcpo report RUNS_DIR --out DIR``
 (:mod:`lcpo.experiments.report`) writes the paper's tables and figures. See ``docs/experiments.md``.
 

@@ -64,7 +64,7 @@ __all__ = [
 ]
 
 #: Module that provides ``RunConfig`` (with ``from_dict``/``to_dict``), ``execute`` and ``AGENTS``.
-DEFAULT_EXECUTOR = "lcpo.run"
+DEFAULT_EXECUTOR = "lcpo.online.run"
 
 _RESET_RE = re.compile(r"^(end|never|every:[1-9][0-9]*)$")
 _TOP_KEYS = {
@@ -87,7 +87,7 @@ class SweepConfig:
         name: sweep name (used in the report title).
         envs: environment ids (``lcpo/...``), grid axis.
         traces: trace names or file paths, grid axis.
-        agents: agent names (keys of ``lcpo.run.AGENTS``), grid axis.
+        agents: agent names (keys of ``lcpo.online.run.AGENTS``), grid axis.
         seeds: run seeds, grid axis.
         steps: environment steps per run (positive).
         warmup_steps: steps excluded from the lifelong return (paper: 6M); ``0 <= warmup_steps < steps``.
@@ -101,7 +101,7 @@ class SweepConfig:
         per_trace: trace -> ``{"steps", "trace_length", "warmup_steps"}`` (any subset), overriding the global
             values for runs on that trace (paper: traces 1-2 run 20M steps, traces 3-4 8M).
         out: default output folder (the CLI's ``--out`` wins), or ``None``.
-        probe_every: steps between policy snapshots for the forgetting measurement (``lcpo.forgetting``;
+        probe_every: steps between policy snapshots for the forgetting measurement (``lcpo.experiments.forgetting``;
             0 or absent: none).
         diagnostics_every: steps per row of each run's ``diagnostics.csv``; ``None`` keeps the executor's
             default (and leaves the key out of the run config).
@@ -453,12 +453,12 @@ def _run_config_class(executor: str):
 def _env_resets(config: SweepConfig, validate: bool, notices: list[str] | None, executor: str) -> dict[str, str]:
     """Per environment of the grid: the sweep's ``reset``, else the one its declared kind calls for.
 
-    With the default executor (:mod:`lcpo.run`, which makes the environments with
+    With the default executor (:mod:`lcpo.online.run`, which makes the environments with
     :func:`lcpo.envs.registration.make_env`), each environment is made once
     (:func:`lcpo.envs.preflight.inspect_env`: with its ``env_kwargs`` and no trace, or with the grid's first
     trace if it needs one) when its reset must be resolved or ``validate`` asks for the run checks
     (:func:`lcpo.envs.preflight.check_env`: context for LCPO, get_state/set_state for checkpoints). Another
-    executor makes its environments its own way: the kinds then come from :data:`lcpo.catalog.ENVS`
+    executor makes its environments its own way: the kinds then come from :data:`lcpo.cli.catalog.ENVS`
     (episodic for ids not in it) and nothing is checked.
 
     Raises:
@@ -469,7 +469,7 @@ def _env_resets(config: SweepConfig, validate: bool, notices: list[str] | None, 
     resets = {}
     for i, env in enumerate(config.envs):
         if executor != DEFAULT_EXECUTOR or (config.reset is not None and not validate):
-            from lcpo.catalog import ENVS
+            from lcpo.cli.catalog import ENVS
 
             info = ENVS.get(env)
             resets[env] = config.reset or ("never" if info is not None and info.continuing else "end")

@@ -12,7 +12,7 @@ A run whose ``summary.json`` exists is finished and never started again; any oth
 ``resume=True`` so the executor continues from its last checkpoint. A failed run is recorded and does not stop
 the sweep; running the sweep again retries it. One sweep process per ``RUNS_DIR`` at a time (a lock file
 enforces it), and one writer per run folder: a task holds its run folder's lock
-(:class:`lcpo.runlock.RunLock`) while it runs, and a second copy of the same task (Dask re-running a task whose
+(:class:`lcpo.persistence.runlock.RunLock`) while it runs, and a second copy of the same task (Dask re-running a task whose
 first copy is still alive) waits for that lock, then finds the run finished (or resumes it from its checkpoint).
 
 Backends: ``local`` (``concurrent.futures.ProcessPoolExecutor``, spawn start method, one run per worker
@@ -106,7 +106,7 @@ def run_one(config: dict[str, Any], out_dir: str, executor: str = DEFAULT_EXECUT
     Args:
         config: the resolved run config (``RunConfig.to_dict`` form).
         out_dir: the run folder.
-        executor: module path, default ``lcpo.run``.
+        executor: module path, default ``lcpo.online.run``.
 
     Returns:
         The run's summary dict.
@@ -114,7 +114,7 @@ def run_one(config: dict[str, Any], out_dir: str, executor: str = DEFAULT_EXECUT
     Raises:
         RunFailed: if the executor raised; ``out_dir/error.json`` then holds the error and traceback.
     """
-    from lcpo.runlock import RunLock
+    from lcpo.persistence.runlock import RunLock
 
     _limit_threads()
     out = Path(out_dir)
@@ -288,7 +288,7 @@ def _lock(runs_dir: Path):
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         fh.close()
-        from lcpo.runlock import RunFolderBusy  # a RuntimeError that `lcpo` prints as a one-line error
+        from lcpo.persistence.runlock import RunFolderBusy  # a RuntimeError that `lcpo` prints as a one-line error
 
         raise RunFolderBusy(f"another sweep is running in {runs_dir} (lock {runs_dir / '.sweep.lock'} held); "
                             "wait for it to finish, or use another --out") from None
@@ -309,7 +309,7 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
         address: Dask scheduler address (``tcp://host:8786``); ``None`` starts a ``LocalCluster`` on
             127.0.0.1. Only with ``backend="dask"``.
         workers: worker processes for the local pool or the LocalCluster; default one per available core.
-        executor: module with ``RunConfig`` and ``execute`` (default ``lcpo.run``).
+        executor: module with ``RunConfig`` and ``execute`` (default ``lcpo.online.run``).
         name: sweep name, stored in the manifest.
         progress: show a progress bar (stderr).
         write_store: write ``results.parquet`` / ``episodes.parquet`` at the end.
@@ -323,7 +323,7 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
     Raises:
         ValueError: for an unknown backend, a non-positive ``workers``, ``address`` without the dask backend,
             duplicate run ids, or an ``only`` pattern that matches no run id.
-        lcpo.runlock.RunFolderBusy: (a RuntimeError) if another sweep holds the folder's lock.
+        lcpo.persistence.runlock.RunFolderBusy: (a RuntimeError) if another sweep holds the folder's lock.
     """
     specs = list(specs)
     if backend not in BACKENDS:

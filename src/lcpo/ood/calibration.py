@@ -39,7 +39,7 @@ import math
 import numpy as np
 
 from lcpo.envs.context import ContextSpec
-from lcpo.ood.detectors import gaussian_fit, mahalanobis_sq
+from lcpo.ood.gaussian import gaussian_fit, mahalanobis_sq
 
 __all__ = ["AUTO_RULES", "AutoThreshold", "RunningMoments", "load_calibration", "quantile_statistic"]
 

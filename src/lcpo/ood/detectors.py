@@ -12,6 +12,8 @@ from typing import Protocol
 import numpy as np
 
 from lcpo.envs.context import ContextSpec
+from lcpo.ood.calibration import AutoThreshold
+from lcpo.ood.gaussian import gaussian_fit, mahalanobis_sq
 
 __all__ = ["OODDetector", "L2Distance", "Mahalanobis", "gaussian_fit", "make_detector", "mahalanobis_sq"]
 
@@ -73,39 +75,6 @@ class L2Distance:
             RuntimeError: before :meth:`fit`.
         """
         return self.distance_sq(obs) > self.threshold
-
-
-def mahalanobis_sq(x: np.ndarray, mean: np.ndarray, precision: np.ndarray) -> np.ndarray:
-    """``(N,)`` float64 squared Mahalanobis distances ``(x - mean)^T P (x - mean)`` for ``x (N, d)``, ``mean (d,)``
-    and a symmetric positive definite precision ``P (d, d)`` (paper Appendix F's detector); no checks (hot path).
-    """
-    d = x - mean
-    return np.einsum("ij,jk,ik->i", d, precision, d)
-
-
-def gaussian_fit(x: np.ndarray, ridge: float = 1e-6, floor: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and regularised precision of ``x (M, d)``, ``M >= 1`` (the Mahalanobis detector's fit).
-
-    The sample covariance ``Sigma`` (zero for ``M = 1``) is regularised as
-    ``Sigma + (ridge * tr(Sigma) / d + floor) I`` and inverted by symmetric eigendecomposition, so the
-    precision is finite even for a constant or collinear ``x`` (paper Appendix F fits a Gaussian to the recent
-    batch's contexts; the regularisation is ours).
-
-    Returns:
-        ``(mean (d,), precision (d, d))``, float64.
-
-    Raises:
-        ValueError: from NumPy for an ``x`` that is not 2-D or is empty.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    mean = x.mean(axis=0)
-    cov = np.cov(x, rowvar=False, bias=False) if x.shape[0] > 1 else np.zeros((x.shape[1],) * 2)
-    cov = np.atleast_2d(cov)
-    d = cov.shape[0]
-    reg = ridge * max(np.trace(cov), 0.0) / d + floor
-    w, v = np.linalg.eigh(cov + reg * np.eye(d))
-    w = np.maximum(w, reg)
-    return mean, (v / w) @ v.T
 
 
 class Mahalanobis:
@@ -203,8 +172,6 @@ def make_detector(name: str, spec: ContextSpec, threshold: float | str, *, rule:
             declared = spec.declared_threshold(name) if spec is not None else None
             threshold = "auto" if declared is None else declared
         if threshold == "auto":
-            from lcpo.ood.calibration import AutoThreshold  # calibration imports this module
-
             return AutoThreshold(name, spec, rule=rule, target_fraction=target_fraction,
                                  std_threshold=std_threshold)
         if isinstance(threshold, str):

@@ -10,7 +10,7 @@ states whose policy must barely move (LCPO: the OOD anchor states; TRPO: the bat
    and whose KL on every constrained set is within its limit (LCPO: ``KL_anchor <= c_anchor`` and
    ``KL_recent <= c_recent``); if none is accepted, the old parameters are restored bit for bit.
 
-Every KL compared here comes from :func:`lcpo.categorical.kl`, a sum of non-negative terms, so rounding can
+Every KL compared here comes from :func:`lcpo.numerics.categorical.kl`, a sum of non-negative terms, so rounding can
 never make a KL negative and slip a step under a limit. If the Fisher-vector product is not positive definite
 or not finite (conjugate gradient meets ``p^T A p <= 0`` or NaN, or ``x^T A x`` of the solution is not a
 positive number), the update is *skipped*: the parameters are left untouched and :attr:`StepResult.skipped` is

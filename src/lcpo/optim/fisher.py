@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lcpo.nets import CategoricalPolicy, is_plain_mlp
+from lcpo.agents.nets import CategoricalPolicy, is_plain_mlp
 
 __all__ = ["flat_params", "set_flat_params", "flat_grad", "autograd_fvp", "mlp_fvp", "make_fvp"]
 

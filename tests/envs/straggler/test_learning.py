@@ -1,4 +1,4 @@
-"""A2C and LCPO on the straggler environment: end-to-end runs through ``lcpo.run.execute`` (continuing task),
+"""A2C and LCPO on the straggler environment: end-to-end runs through ``lcpo.online.run.execute`` (continuing task),
 run metrics in the summary, resume equality, and masking of forced steps out of the policy loss."""
 
 import math
@@ -15,8 +15,8 @@ from lcpo.envs.straggler.presets import (
     STRAGGLER_OVERRIDES,
     straggler_overrides,
 )
-from lcpo.loop import Transition
-from lcpo.run import RunConfig, execute
+from lcpo.online.loop import Transition
+from lcpo.online.run import RunConfig, execute
 
 VOLATILE = {"wall_time_s", "steps_per_s", "resumed_from"}
 ENV = "lcpo/StragglerMitigation-v0"
@@ -45,7 +45,7 @@ def _cfg(agent, steps=3000, workload="synthetic-noisy", **kw):
 
 def test_run_config_trace_names_the_workload():
     """``lcpo run --trace`` and sweep files pass ``trace=``: the environment takes it as its workload."""
-    from lcpo.run import make_run_env
+    from lcpo.online.run import make_run_env
 
     env = make_run_env(RunConfig(env=ENV, trace="constant-20x80", agent="a2c", steps=10))
     assert env.unwrapped.workload.name == "constant-20x80"

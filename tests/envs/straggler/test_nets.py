@@ -11,7 +11,7 @@ from lcpo.envs.straggler.nets import (
     PermInvariantNet,
     perm_invariant_body,
 )
-from lcpo.nets import CategoricalPolicy, make_actor_critic, make_body, make_fast_policy
+from lcpo.agents.nets import CategoricalPolicy, make_actor_critic, make_body, make_fast_policy
 
 
 @pytest.fixture(autouse=True)

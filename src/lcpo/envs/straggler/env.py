@@ -30,7 +30,7 @@ queue at a step end exceeds ``unsafe_queue`` (50) and safe again when it is ``<=
 the action is replaced by "never hedge" and ``info["forced"]`` is True, so agents can mask those steps out of
 the policy loss. The time-dependent discount of the step is ``info["gamma"] = gamma_per_s ** elapsed_s``.
 
-Run metrics (:meth:`StragglerMitigationEnv.run_metrics`, merged into run summaries by :func:`lcpo.run.execute`):
+Run metrics (:meth:`StragglerMitigationEnv.run_metrics`, merged into run summaries by :func:`lcpo.online.run.execute`):
 the paper's tail metric (mean over 5-minute arrival buckets of each bucket's p95 latency,
 :func:`~lcpo.envs.straggler.metrics.bucketed_p95`) and the mean per-step p95, accumulated since the last fresh
 reset. The simulator always keeps its per-request log; every :data:`METRIC_DRAIN_STEPS` steps the
@@ -181,7 +181,7 @@ class StragglerMitigationEnv(gym.Env):
     metadata = {"render_modes": [], "continuing": True}  # never ends by itself (lcpo.envs.task)
     #: no terminal states: the declared rule of :mod:`lcpo.envs.termination`
     termination_fn = staticmethod(never_terminates)
-    #: network kind agents use when their ``network`` hyperparameter is ``"auto"`` (:data:`lcpo.nets.NETWORKS`)
+    #: network kind agents use when their ``network`` hyperparameter is ``"auto"`` (:data:`lcpo.agents.nets.NETWORKS`)
     default_network = "perm-invariant"
 
     def __init__(self, workload: Workload | np.ndarray | str | os.PathLike | None = None, workload_seed: int = 0,

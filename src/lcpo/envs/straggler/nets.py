@@ -20,13 +20,13 @@ permutation of the servers gives bit-identical ``phi`` inputs in the same positi
 bit-identical outputs (not only equal up to floating-point summation order). Sorting is piecewise a
 permutation of the inputs, so gradients with respect to the weights are unchanged by it.
 
-Registered in :data:`lcpo.nets.NETWORKS` as ``"perm-invariant"``; the environment sets
+Registered in :data:`lcpo.agents.nets.NETWORKS` as ``"perm-invariant"``; the environment sets
 ``default_network = "perm-invariant"``, so A2C, TRPO, LCPO, DDQN and SAC use it when their ``network``
 hyperparameter is ``"auto"``.
 
 Acting: :class:`NumpyPermInvariantPolicy` is an allocation-light NumPy mirror of a policy with this body for the
 per-step hot path (about 10x faster than torch inference on one observation), with the interface of
-:class:`lcpo.nets.NumpyPolicy` (``sync``, ``logits``, ``sample``, ``greedy``).
+:class:`lcpo.agents.nets.NumpyPolicy` (``sync``, ``logits``, ``sample``, ``greedy``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lcpo.nets import mlp
+from lcpo.agents.nets import mlp
 
 __all__ = ["N_OTHER_FEATURES", "NumpyPermInvariantPolicy", "PermInvariantNet", "perm_invariant_body"]
 
@@ -102,7 +102,7 @@ class PermInvariantNet(nn.Module):
 
 
 def perm_invariant_body(env, obs_dim: int, out_dim: int, hidden: Sequence[int] = (64, 64)) -> PermInvariantNet:
-    """Factory of :data:`lcpo.nets.NETWORKS` ``"perm-invariant"``: the paper's sizes for the straggler env.
+    """Factory of :data:`lcpo.agents.nets.NETWORKS` ``"perm-invariant"``: the paper's sizes for the straggler env.
 
     Args:
         env: the straggler environment (``env.unwrapped.n_servers`` gives ``N``; without it ``N`` is
@@ -132,7 +132,7 @@ def _linears(seq: nn.Sequential) -> list[nn.Linear]:
 
 class NumpyPermInvariantPolicy:
     """NumPy forward pass and Gumbel-max sampler mirroring a ``CategoricalPolicy`` whose body is a
-    :class:`PermInvariantNet` (same interface as :class:`lcpo.nets.NumpyPolicy`).
+    :class:`PermInvariantNet` (same interface as :class:`lcpo.agents.nets.NumpyPolicy`).
 
     The per-step hot path of every straggler agent, so it makes as few NumPy calls as it can, into buffers
     allocated once (only the sort of the servers allocates per call): each linear layer is one ``matmul`` on inputs carrying a constant 1 column (the bias is the
@@ -143,7 +143,7 @@ class NumpyPermInvariantPolicy:
     Call :meth:`sync` after every parameter change.
 
     Args:
-        policy: a :class:`lcpo.nets.CategoricalPolicy` with a :class:`PermInvariantNet` body.
+        policy: a :class:`lcpo.agents.nets.CategoricalPolicy` with a :class:`PermInvariantNet` body.
 
     Raises:
         TypeError: the policy's body is not a :class:`PermInvariantNet`.

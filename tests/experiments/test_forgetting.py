@@ -1,4 +1,4 @@
-"""Policy snapshots during a run and the per-regime drift table (lcpo.forgetting)."""
+"""Policy snapshots during a run and the per-regime drift table (lcpo.experiments.forgetting)."""
 
 import gymnasium as gym
 import numpy as np
@@ -8,8 +8,8 @@ import torch
 import lcpo.envs  # noqa: F401
 from lcpo.agents import A2C
 from lcpo.envs.context import get_context_spec
-from lcpo.forgetting import PolicyProbe, forgetting_table, load_snapshots
-from lcpo.run import RunConfig, execute
+from lcpo.experiments.forgetting import PolicyProbe, forgetting_table, load_snapshots
+from lcpo.online.run import RunConfig, execute
 
 
 def _agent_with_two_regimes(n_calm: int, n_windy: int):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import lcpo.envs  # noqa: F401
-from lcpo.loop import NeverReset, OnlineLoop, ResetAfterSteps, parse_reset
+from lcpo.online.loop import NeverReset, OnlineLoop, ResetAfterSteps, parse_reset
 
 
 class Recorder:

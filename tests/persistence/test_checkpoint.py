@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from faults import Crash, FileFaults
-from lcpo.checkpoint import CheckpointError, RunCheckpoints, load_state, save_state
+from lcpo.persistence.checkpoint import CheckpointError, RunCheckpoints, load_state, save_state
 
 
 def _state(k: float) -> dict:
@@ -96,7 +96,7 @@ def test_crafted_pickle_is_refused_and_never_runs(tmp_path, kind):
 
 def test_legacy_pair_without_header_still_loads(tmp_path):
     """Folders saved before pairs were verified (agent.save of older versions) keep loading."""
-    from lcpo.checkpoint import _split
+    from lcpo.persistence.checkpoint import _split
 
     tensors = {}
     skeleton = _split(_state(3.0), tensors, "state")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lcpo.checkpoint import atomic_write_text
-from lcpo.loop import EPISODE_COLUMNS
+from lcpo.persistence.checkpoint import atomic_write_text
+from lcpo.online.loop import EPISODE_COLUMNS
 
 __all__ = ["RunLog", "lifelong_return", "scored_episodes"]
 

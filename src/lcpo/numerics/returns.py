@@ -86,8 +86,8 @@ def gae(rewards, values, next_values, terminated, truncated, gamma: float, lam: 
     return adv, adv + values
 
 
-# n-step returns, V-trace and Retrace on padded windows live in lcpo.targets (one module per concept);
+# n-step returns, V-trace and Retrace on padded windows live in lcpo.numerics.targets (one module per concept);
 # they are re-exported here so that all target math is reachable from one place.
-from lcpo.targets import nstep_returns, retrace, vtrace  # noqa: E402
+from lcpo.numerics.targets import nstep_returns, retrace, vtrace  # noqa: E402
 
 __all__ += ["nstep_returns", "vtrace", "retrace"]

@@ -1,4 +1,4 @@
-"""The return normaliser: moments, accumulator, and how agents apply it (lcpo.normalize)."""
+"""The return normaliser: moments, accumulator, and how agents apply it (lcpo.numerics.normalize)."""
 
 import math
 
@@ -8,8 +8,8 @@ import pytest
 
 import lcpo.envs  # noqa: F401
 from lcpo.agents import A2C, DDQN
-from lcpo.loop import Transition
-from lcpo.normalize import ReturnNormalizer
+from lcpo.online.loop import Transition
+from lcpo.numerics.normalize import ReturnNormalizer
 
 
 def test_merged_moments_equal_the_moments_of_all_values():

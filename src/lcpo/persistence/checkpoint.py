@@ -1,6 +1,6 @@
 """Checkpoint files: tensors in a ``.pt`` file, everything else in JSON; verified pairs and atomic run checkpoints.
 
-Atomic writes live in :mod:`lcpo.atomic` (re-exported here). Checkpoints never pickle code: a nested state dict
+Atomic writes live in :mod:`lcpo.persistence.atomic` (re-exported here). Checkpoints never pickle code: a nested state dict
 is split into its tensors and NumPy arrays, saved with ``torch.save`` and loaded with
 ``torch.load(weights_only=True)``, and the rest (ints, floats, strings, lists, RNG states), saved as JSON. NumPy
 arrays come back as NumPy arrays of the same dtype.
@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lcpo.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, fsync_dir
+from lcpo.persistence.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, fsync_dir
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "save_state", "load_state",
            "CheckpointError", "CommittedCheckpoint", "RunCheckpoints"]
@@ -230,7 +230,7 @@ class CommittedCheckpoint:
 class RunCheckpoints:
     """The checkpoints of one run: commit a new one atomically, read the committed one (module docstring).
 
-    Only the run folder's single writer (:class:`lcpo.runlock.RunLock`) may :meth:`commit`.
+    Only the run folder's single writer (:class:`lcpo.persistence.runlock.RunLock`) may :meth:`commit`.
 
     Args:
         folder: the run's ``checkpoint`` folder (created by the first commit).

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from lcpo.returns import gae
+from lcpo.numerics.returns import gae
 
 
 def test_gae_hand_computed_with_truncation_termination_and_batch_end():

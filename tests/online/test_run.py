@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from lcpo.cli.main import main
-from lcpo.run import RunConfig, execute
+from lcpo.online.run import RunConfig, execute
 
 VOLATILE = {"wall_time_s", "steps_per_s", "resumed_from"}
 

@@ -1,10 +1,10 @@
-"""The static tables of lcpo.catalog agree with the code they describe (so the fast list commands cannot lie)."""
+"""The static tables of lcpo.cli.catalog agree with the code they describe (so the fast list commands cannot lie)."""
 
 from __future__ import annotations
 
 import pytest
 
-from lcpo import catalog
+from lcpo.cli import catalog
 from lcpo.contexts import canonical
 from lcpo.envs import make_env
 from lcpo.envs.registration import ENV_IDS

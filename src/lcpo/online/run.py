@@ -3,8 +3,8 @@
 A run folder holds ``config.json`` (the resolved configuration, agent hyperparameters included),
 ``episodes.csv`` (one row per episode), ``diagnostics.csv`` (training diagnostics, window means),
 ``checkpoint/`` (agent, environment, loop and log state, committed atomically every ``checkpoint_every`` steps
-and at the end: :class:`lcpo.checkpoint.RunCheckpoints`), ``.lock`` (one writer per folder:
-:class:`lcpo.runlock.RunLock`) and, written last and atomically, ``summary.json``. A run resumed from its last
+and at the end: :class:`lcpo.persistence.checkpoint.RunCheckpoints`), ``.lock`` (one writer per folder:
+:class:`lcpo.persistence.runlock.RunLock`) and, written last and atomically, ``summary.json``. A run resumed from its last
 checkpoint ends with the same summary (apart from wall time, throughput and ``resumed_from``) as a run that was
 never interrupted.
 
@@ -36,13 +36,13 @@ import numpy as np
 import torch
 
 from lcpo.agents import AGENTS
-from lcpo.checkpoint import CheckpointError, RunCheckpoints, atomic_write_json
+from lcpo.persistence.checkpoint import CheckpointError, RunCheckpoints, atomic_write_json
 from lcpo.envs.registration import make_env
 from lcpo.envs.task import return_unit
-from lcpo.loop import OnlineLoop, parse_reset
-from lcpo.runlock import RunLock
-from lcpo.runlog import RunLog, lifelong_return, scored_episodes
-from lcpo.threads import limit_threads
+from lcpo.online.loop import OnlineLoop, parse_reset
+from lcpo.persistence.runlock import RunLock
+from lcpo.persistence.runlog import RunLog, lifelong_return, scored_episodes
+from lcpo.online.threads import limit_threads
 
 __all__ = ["RunConfig", "ResumePlan", "config_changes", "execute", "make_run_env", "resume_plan", "AGENTS"]
 
@@ -66,7 +66,7 @@ class RunConfig:
         checkpoint_every: steps between checkpoints (0 disables checkpoints).
         tensorboard: also write TensorBoard event files.
         diagnostics_every: steps per row of ``diagnostics.csv``.
-        probe_every: steps between policy snapshots for the forgetting measurement (:mod:`lcpo.forgetting`;
+        probe_every: steps between policy snapshots for the forgetting measurement (:mod:`lcpo.experiments.forgetting`;
             0: none, the default; left out of :meth:`to_dict` when 0 so older run ids are unchanged).
     """
 
@@ -380,8 +380,8 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
             on_message: Callable[[str], None] | None = None) -> dict:
     """Run one online run into ``out_dir`` and return its summary.
 
-    The folder is locked for the whole call (:class:`lcpo.runlock.RunLock`: a second writer is refused with
-    :class:`lcpo.runlock.RunFolderBusy`). What happens to an existing run follows :func:`resume_plan`. A call
+    The folder is locked for the whole call (:class:`lcpo.persistence.runlock.RunLock`: a second writer is refused with
+    :class:`lcpo.persistence.runlock.RunFolderBusy`). What happens to an existing run follows :func:`resume_plan`. A call
     that fails in a folder it created, before any checkpoint was committed, removes that folder.
 
     Args:
@@ -457,7 +457,7 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
     on_update = log.on_update
     probe = None
     if config.probe_every:
-        from lcpo.forgetting import PolicyProbe
+        from lcpo.experiments.forgetting import PolicyProbe
 
         probe = PolicyProbe(out, config.probe_every, seed=config.seed)
 
@@ -531,7 +531,7 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         log.write(loop.episodes)  # after the commit: never ahead of the committed checkpoint
 
     try:
-        with limit_threads(threads):  # one core per run (see lcpo.threads)
+        with limit_threads(threads):  # one core per run (see lcpo.online.threads)
             _run_with_checkpoints(loop, target, config, checkpoint)
     finally:
         if bar is not None:

@@ -11,12 +11,12 @@ import time
 import pytest
 
 from lcpo.cli.main import main
-from lcpo.run import RunConfig, execute
-from lcpo.runlock import RunFolderBusy, RunLock, lock_holder
+from lcpo.online.run import RunConfig, execute
+from lcpo.persistence.runlock import RunFolderBusy, RunLock, lock_holder
 
 _HOLD = """
 import sys, time
-from lcpo.runlock import RunLock
+from lcpo.persistence.runlock import RunLock
 lock = RunLock(sys.argv[1]).acquire()
 print("locked", flush=True)
 time.sleep(120)
@@ -24,7 +24,7 @@ time.sleep(120)
 
 _TRY = """
 import sys
-from lcpo.runlock import RunFolderBusy, RunLock
+from lcpo.persistence.runlock import RunFolderBusy, RunLock
 try:
     RunLock(sys.argv[1]).acquire()
 except RunFolderBusy as exc:

@@ -8,7 +8,7 @@ it, and overwrites the holder line. Nothing has to be cleaned up by hand.
 A second writer either refuses at once (:class:`RunFolderBusy`, the default: ``lcpo run``) or waits until the
 folder is free (``wait=True``: the sweep runner, so that a task that Dask runs again while its first copy is
 still alive waits for that copy and then finds its result). Holding is re-entrant within one thread (the sweep
-runner takes the lock, then ``lcpo.run.execute`` takes it again); another thread of the same process is a
+runner takes the lock, then ``lcpo.online.run.execute`` takes it again); another thread of the same process is a
 second writer like any other.
 
 ``flock`` works on local file systems and on NFS (Linux maps it to NFS byte-range locks); on a shared file

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from faults import Crash, FileFaults
-from lcpo.checkpoint import RunCheckpoints
+from lcpo.persistence.checkpoint import RunCheckpoints
 from lcpo.cli.main import main
-from lcpo.run import RunConfig, config_changes, execute
+from lcpo.online.run import RunConfig, config_changes, execute
 
 # Short runs (seconds): the issue's setting is trace wind-3 of 5,000 steps, seed 3, 1,200 steps, a checkpoint
 # every 400, the crash while the step-800 checkpoint is written; the exhaustive crash test halves it.
@@ -234,9 +234,9 @@ def test_tensorboard_events_past_the_checkpoint_are_purged_on_resume(tmp_path, m
     cfg = _cfg(tensorboard=True)
     execute(cfg, tmp_path / "full")
     out = tmp_path / "cut"
-    import lcpo.runlog
+    import lcpo.persistence.runlog
 
-    real = lcpo.runlog.RunLog.on_episode
+    real = lcpo.persistence.runlog.RunLog.on_episode
 
     def on_episode(self, row):
         real(self, row)
@@ -244,7 +244,7 @@ def test_tensorboard_events_past_the_checkpoint_are_purged_on_resume(tmp_path, m
             self._tb.flush()  # the events reach the disk, then the process dies
             raise Crash("after step 1000")
 
-    monkeypatch.setattr(lcpo.runlog.RunLog, "on_episode", on_episode)
+    monkeypatch.setattr(lcpo.persistence.runlog.RunLog, "on_episode", on_episode)
     with pytest.raises(Crash):
         execute(cfg, out)
     monkeypatch.undo()
@@ -319,7 +319,7 @@ def test_failed_run_leaves_no_empty_run_folder(tmp_path, capsys):
     assert rc == 2 and "bogus" in err
     assert not (tmp_path / "new").exists()
     # a failure in the middle of a run, before its first checkpoint: nothing resumable, nothing left
-    import lcpo.run
+    import lcpo.online.run
 
     class Boom(Exception):
         pass
@@ -328,13 +328,13 @@ def test_failed_run_leaves_no_empty_run_folder(tmp_path, capsys):
         raise Boom()
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(lcpo.run, "lifelong_return", boom)
+        mp.setattr(lcpo.online.run, "lifelong_return", boom)
         with pytest.raises(Boom):
             execute(_cfg(steps=200, checkpoint_every=0), tmp_path / "mid")
     assert not (tmp_path / "mid").exists()
     # ...but a failed run that committed a checkpoint keeps its folder (it can resume)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(lcpo.run, "lifelong_return", boom)
+        mp.setattr(lcpo.online.run, "lifelong_return", boom)
         with pytest.raises(Boom):
             execute(_cfg(steps=400), tmp_path / "kept")
     assert RunCheckpoints(tmp_path / "kept" / "checkpoint").latest().step == 400
@@ -377,7 +377,7 @@ def test_checkpoint_of_an_older_lcpo_still_resumes(tmp_path):
     next commit replaces the old files."""
     import torch
 
-    from lcpo.checkpoint import _split
+    from lcpo.persistence.checkpoint import _split
 
     cfg = _cfg(steps=600, checkpoint_every=200)
     full = execute(cfg, tmp_path / "full")

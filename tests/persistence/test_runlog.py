@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from lcpo.runlog import RunLog
+from lcpo.persistence.runlog import RunLog
 
 
 def test_a_key_reported_by_some_updates_is_averaged_over_those_only(tmp_path):

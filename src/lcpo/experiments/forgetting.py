@@ -99,7 +99,7 @@ def forgetting_table(run_dir: str | Path, actor, context_indices, regimes: int =
 
     Args:
         run_dir: a run folder with ``probes/`` (see :class:`PolicyProbe`).
-        actor: a :class:`lcpo.nets.CategoricalPolicy` of the run's architecture (its weights are replaced).
+        actor: a :class:`lcpo.agents.nets.CategoricalPolicy` of the run's architecture (its weights are replaced).
         context_indices: observation entries holding the context (clustered into regimes).
         regimes: number of context regimes (k-means clusters; fewer if there are fewer distinct contexts).
         lag: snapshots between the two policies compared (>= 1).
@@ -118,7 +118,7 @@ def forgetting_table(run_dir: str | Path, actor, context_indices, regimes: int =
     import pandas as pd
     import torch
 
-    from lcpo import categorical
+    from lcpo.numerics import categorical
 
     if lag < 1:
         raise ValueError(f"lag must be >= 1, got {lag!r}")

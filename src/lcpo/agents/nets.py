@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lcpo import categorical
+from lcpo.numerics import categorical
 
 __all__ = ["mlp", "CategoricalPolicy", "ValueNet", "NumpyPolicy", "TorchPolicy", "make_fast_policy",
            "make_actor_critic", "make_body", "NETWORKS", "is_plain_mlp", "action_shape_of"]
@@ -85,19 +85,19 @@ class CategoricalPolicy(nn.Module):
     @staticmethod
     def log_prob_of(logp_all: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """``(B,)`` log-probability of ``actions (B, D)`` int64 under ``logp_all (B, D, K)``
-        (:func:`lcpo.categorical.log_prob_of`)."""
+        (:func:`lcpo.numerics.categorical.log_prob_of`)."""
         return categorical.log_prob_of(logp_all, actions)
 
     @staticmethod
     def entropy_of(logp_all: torch.Tensor) -> torch.Tensor:
         """``(B,)`` entropy (nats), summed over action dimensions; ``0 log 0 = 0``
-        (:func:`lcpo.categorical.entropy`)."""
+        (:func:`lcpo.numerics.categorical.entropy`)."""
         return categorical.entropy(logp_all)
 
     @staticmethod
     def kl(logp_old: torch.Tensor, logp_new: torch.Tensor) -> torch.Tensor:
         """``(B,)`` KL(pi_old || pi_new), summed over action dimensions (nats); ``>= 0`` by construction, exact
-        with zero-probability choices (:func:`lcpo.categorical.kl`)."""
+        with zero-probability choices (:func:`lcpo.numerics.categorical.kl`)."""
         return categorical.kl(logp_old, logp_new)
 
 

@@ -2,7 +2,7 @@
 
 Pure NumPy functions on windows as produced by :meth:`lcpo.memory.ReplayBuffer.sample_windows`: every array is
 ``(B, n)`` with a boolean ``mask (B, n)`` that is true on a prefix of each row (at least one step). They honour
-the same rules as :func:`lcpo.returns.gae`:
+the same rules as :func:`lcpo.numerics.returns.gae`:
 
 * ``terminated`` stops bootstrapping: the value after a terminal step is zero;
 * ``truncated`` bootstraps from the value of the real last state (``next_obs`` of the truncated step);

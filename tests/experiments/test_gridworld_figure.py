@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from lcpo.cli.main import main
-from lcpo.gridworld_experiment import (COLUMNS, GRID_AGENTS, acceptance, decision_probs, phases, run_experiment,
+from lcpo.experiments.gridworld import (COLUMNS, GRID_AGENTS, acceptance, decision_probs, phases, run_experiment,
                                        schedule)
 
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from lcpo import categorical
+from lcpo.numerics import categorical
 from lcpo.agents.lcpo_p import anchor_cross_entropy
 from lcpo.agents.sac import finite_log_probs, policy_entropy
-from lcpo.nets import CategoricalPolicy
+from lcpo.agents.nets import CategoricalPolicy
 
 NEG = -math.inf
 

@@ -87,7 +87,7 @@ def decision_probs(agent) -> tuple[float, float]:
     """``(pi(Up | decision cell, no trap), pi(Left | decision cell, trap))`` of an agent's policy.
 
     Args:
-        agent: an agent with a :class:`~lcpo.nets.CategoricalPolicy` ``actor`` (A2C, TabularA2C, LCPO).
+        agent: an agent with a :class:`~lcpo.agents.nets.CategoricalPolicy` ``actor`` (A2C, TabularA2C, LCPO).
     """
     from lcpo.envs.gridworld import DECISION, LEFT, UP, TrapGridEnv
 

@@ -10,7 +10,7 @@ import pytest
 
 from lcpo.envs.chain import ContinuingChainEnv
 from lcpo.memory import ReplayBuffer
-from lcpo.targets import nstep_returns, retrace, vtrace
+from lcpo.numerics.targets import nstep_returns, retrace, vtrace
 
 
 def _random_windows(rng, B=64, n=5, p_end=0.15):
@@ -217,6 +217,6 @@ def test_off_policy_td_from_replay_learns_the_true_value_under_truncation(n):
 
 
 def test_docs_page_examples_run():
-    page = Path(__file__).resolve().parents[1] / "docs" / "episodic-truncated-continuing.md"
+    page = Path(__file__).resolve().parents[2] / "docs" / "episodic-truncated-continuing.md"
     result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0

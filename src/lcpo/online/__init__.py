@@ -1,0 +1,1 @@
+"""The online loop (one stream of experience) and one run: env + agent + loop + log + checkpoints + summary."""

@@ -1,0 +1,1 @@
+"""Persistence: atomic writes, checkpoints (verified pairs), one writer per run folder, run logs."""
