@@ -11,6 +11,7 @@ This script turns finished run folders into compact, committable files and write
 
     python benchmarks/paper_budget.py harvest    # per finished run: episodes_binned.csv.gz, forgetting.csv.gz
     python benchmarks/paper_budget.py fixed      # straggler: every fixed timeout and never hedging, same workloads
+    python benchmarks/paper_budget.py fixed-binned  # straggler: per-window returns of never hedging and the best fixed
     python benchmarks/paper_budget.py final      # straggler: each learned policy, frozen, on a fresh 2M-step pass
     python benchmarks/paper_budget.py report     # docs/results/paper-budget/report.md and its figures
 
@@ -410,6 +411,63 @@ def fixed_policies(path: Path, steps: int) -> dict:
     return data
 
 
+#: the paper's initial learning period of the straggler study (Figure 9: 3.5M samples), left out of the primary score
+STRAGGLER_LEARNING_STEPS = 3_500_000
+
+
+def fixed_binned(folder: Path, steps: int, labels: dict[str, list[str]] | None = None) -> list[Path]:
+    """Per-4,000-step returns of fixed straggler policies, in the learners' ``episodes_binned.csv.gz`` format.
+
+    ``fixed.json`` holds only whole-run metrics, so a fixed policy's score after the learning period
+    (:data:`STRAGGLER_LEARNING_STEPS`) needs its per-step rewards: each listed policy drives the environment as
+    :func:`fixed_policies` does (workload seed 0, environment seed 0, ``steps`` steps, the same deterministic
+    run) and the rewards (``-p95 / 1600``, tripled on forced steps: the learners' reward) are summed per window
+    of :data:`BIN_STEPS` steps; ``return`` is the mean return of the window's 200-step "episodes", as for the
+    learners. Written to ``folder/fixed_binned/<workload>__<label>.csv.gz``; existing files are kept.
+
+    Args:
+        folder: the straggler sweep folder.
+        steps: environment steps (the sweep's, so whole-run means match ``fixed.json``).
+        labels: ``{workload: [policy labels]}``; default: never hedging and the best fixed policy of
+            ``fixed.json`` on each workload.
+
+    Returns:
+        The files written.
+    """
+    from lcpo.envs.straggler import TIMEOUTS_MS
+
+    window = 200
+    if steps % BIN_STEPS:
+        raise SystemExit(f"--steps must be a multiple of {BIN_STEPS}, got {steps}")
+    fixed = json.loads((folder / "fixed.json").read_text())["results"]
+    if labels is None:
+        labels = {w: sorted({"never hedge", min(fixed[w].items(), key=lambda kv: kv[1]["bucketed_p95_ms"])[0]})
+                  for w in STRAGGLER_WORKLOADS if fixed.get(w)}
+    actions = {_fixed_label(t): a for a, t in enumerate(TIMEOUTS_MS)}
+    out_dir = folder / "fixed_binned"
+    out_dir.mkdir(exist_ok=True)
+    written = []
+    for workload, names in labels.items():
+        for label in names:
+            path = out_dir / f"{workload}__{label.replace(' ', '_')}.csv.gz"
+            if path.exists():
+                continue
+            env = _straggler_env(workload, steps).unwrapped  # as fixed_policies drives it (same rewards)
+            env.reset(seed=0)
+            rewards = np.empty(steps, np.float64)
+            for t in range(steps):
+                rewards[t] = env.step(actions[label])[1]
+            sums = rewards.reshape(-1, BIN_STEPS).sum(axis=1)
+            df = pd.DataFrame({"step": BIN_STEPS * np.arange(1, steps // BIN_STEPS + 1),
+                               "episodes": BIN_STEPS // window, "return": sums / (BIN_STEPS // window)})
+            df.to_csv(path, index=False, float_format="%.7g", compression={"method": "gzip", "mtime": 0})
+            m = env.run_metrics()
+            print(f"{workload} {label}: whole-run mean step p95 {m['mean_step_p95_ms']:.2f} ms "
+                  f"(fixed.json {fixed[workload][label]['mean_step_p95_ms']:.2f})", flush=True)
+            written.append(path)
+    return written
+
+
 def final_policies(folder: Path, steps: int) -> dict:
     """Each finished straggler run's learned policy, frozen, on a fresh pass of its workload (issue 16 item 3).
 
@@ -725,7 +783,7 @@ def report(folder: Path) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("command", choices=("harvest", "fixed", "final", "report"))
+    p.add_argument("command", choices=("harvest", "fixed", "fixed-binned", "final", "report"))
     p.add_argument("--folder", type=Path, default=OUT, help="the sweep folder (default: %(default)s)")
     p.add_argument("--force", action="store_true", help="harvest: rewrite existing compact files")
     p.add_argument("--steps", type=int, default=None,
@@ -736,6 +794,8 @@ def main(argv=None) -> int:
         harvest([a.folder, a.folder / "fidelity", a.folder / STRAGGLER], a.force)
     elif a.command == "fixed":
         fixed_policies(a.folder / STRAGGLER / "fixed.json", a.steps or STRAGGLER_STEPS)
+    elif a.command == "fixed-binned":
+        fixed_binned(a.folder / STRAGGLER, a.steps or STRAGGLER_STEPS)
     elif a.command == "final":
         final_policies(a.folder / STRAGGLER, a.steps or FINAL_STEPS)
     else:

@@ -22,6 +22,8 @@ wall_time_s,
 steps_per_s,
 constrained_fraction,
 ood_fraction
+code_commit,           the git commit and dirty flag the run recorded (summary.json ``code``,
+code_dirty             :mod:`lcpo.persistence.provenance`); None for runs that recorded none
 diag/<column>          mean of each numeric column of the run's diagnostics.csv
 error                  first line of error.json's message for failed runs
 =====================  ==========================================================================
@@ -141,6 +143,9 @@ def _run_row(runs_dir: Path, run_id: str, config: dict | None) -> dict[str, Any]
     for key in SUMMARY_FIELDS:
         value = (summary or {}).get(key, np.nan)
         row["steps_done" if key == "steps" else key] = np.nan if value is None else value
+    code = (summary or {}).get("code") or {}
+    row["code_commit"] = code.get("commit") or None  # None: the run recorded no commit (older runs, no git)
+    row["code_dirty"] = code.get("dirty")
     if summary is not None:
         row.update(_diagnostic_means(folder / "diagnostics.csv"))
     row["error"] = (error or {}).get("error", "").split("\n", 1)[0] if error is not None else None

@@ -405,7 +405,9 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
         in one go), ``trace`` (the trace the environment ran on: ``{"name", "length", "unit"}``, e.g.
         ``ndbc-46002``, 575501 steps, for the default run; None if the environment exposes none),
         ``return_unit`` (what the lifelong return averages: ``"episode"``, or ``"200-step window"`` for a
-        continuing run), ``versions``, ``config``, ``hyperparameters``. With ``stop_at`` before the end:
+        continuing run), ``versions``, ``code`` (:func:`lcpo.persistence.provenance.code_provenance` at the start
+        of the invocation that finished the run: ``commit``, ``dirty``, ``source``), ``config``,
+        ``hyperparameters``. With ``stop_at`` before the end:
         ``{"interrupted_at": steps}``.
 
     Raises:
@@ -444,6 +446,9 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
     if plan.action == "done":
         say(plan.message)
         return plan.summary
+    from lcpo.persistence.provenance import code_provenance
+
+    code = code_provenance()  # the code this invocation runs on (one git call; summary.json "code")
     store = RunCheckpoints(out / "checkpoint")
     env = make_run_env(config)
     agent = AGENTS[config.agent](env, seed=config.seed, **config.overrides)
@@ -560,6 +565,7 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         "trace": _trace_info(env),
         "return_unit": return_unit(config.reset),
         "versions": _versions(),
+        "code": code,
         "config": config.to_dict(),
         "hyperparameters": dataclasses.asdict(agent.hp),
     }
