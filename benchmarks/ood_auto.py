@@ -176,7 +176,7 @@ def results_table(folders, confidence: float = 0.95) -> pd.DataFrame:
     runs["name"] = [scheme_name(r) for r in runs.to_dict("records")]
     recs = []
     for (env, trace, name), g in runs.groupby(["env", "trace", "name"], sort=True):
-        ci = mean_ci(g["lifelong_return"].to_numpy(dtype=float), confidence=confidence, seed=0)
+        ci = mean_ci(g["lifelong_return"].to_numpy(dtype=float), confidence=confidence, seed=0, single_seed="nan")
         thr = g["diag/ood/threshold"].mean() if "diag/ood/threshold" in g else float("nan")
         recs.append({"env": env, "trace": trace, "scheme": name, "n": ci.n, "mean": ci.mean, "low": ci.low,
                      "high": ci.high, "constrained": g["constrained_fraction"].mean(),

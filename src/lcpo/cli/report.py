@@ -19,7 +19,7 @@ def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("runs_dir", help="sweep folder (the --out of `lcpo sweep`) or the --out folder of `lcpo run`")
     parser.add_argument("--out", default=None, help="report folder (default: RUNS_DIR/report)")
     parser.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap generator seed (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="generator seed of the stratified bootstraps across traces (default 0)")
     parser.add_argument("--title", default=None, help="report heading")
     parser.add_argument("--allow-mixed-code", action="store_true",
                         help="pool the seeds of a cell even when they ran on different git commits (summary.json "

@@ -70,9 +70,8 @@ _ROW_OPTIONAL = ["trace_length", "steps", "warmup_steps", "reset"]
 _VALUE_COLS = ("scheme", "agent", "prescient", "n", "mean", "ci_low", "ci_high", "rank", "of", "best_separated",
                "best_marked")
 
-#: Fewest seeds every online scheme of a row needs before the row's best scheme may be marked bold. With fewer
-#: seeds a percentile-bootstrap interval is little more than [min, max] of the seeds and under-covers badly
-#: (with 2 seeds it is exactly [min, max]), so "separated" intervals say little.
+#: Fewest seeds every online scheme of a row needs before the row's best scheme may be marked bold (disjoint
+#: t intervals): with 2 seeds a t interval rests on one degree of freedom, and marks stay for rows with more.
 MIN_SEEDS_FOR_MARK = 3
 
 #: x-limits of the normalized-return CDF: padded beyond [0, 1] so steps at 0 and 1 are not hidden by the frame.
@@ -399,7 +398,7 @@ def _cell(mean: float, low: float, high: float) -> str:
 
 
 def _seeds_text(table: pd.DataFrame) -> str:
-    """Report sentence stating the seeds per cell and the few-seed caveat of percentile-bootstrap intervals."""
+    """Report sentence stating the seeds per cell and what the t interval's coverage is."""
     if table.empty:
         return "Seeds per cell: none finished yet."
     n_min, n_max = int(table["n"].min()), int(table["n"].max())
@@ -554,7 +553,8 @@ def _ablations(done: pd.DataFrame, out_dir: Path, confidence: float, seed: int) 
             keys = ["env", "trace", *others]
             recs = []
             for gkey, grp in adf[adf[col].notna()].groupby(keys + [col], sort=True, dropna=False):
-                ci = mean_ci(grp["lifelong_return"].to_numpy(dtype=float), confidence=confidence, seed=seed)
+                ci = mean_ci(grp["lifelong_return"].to_numpy(dtype=float), confidence=confidence, seed=seed,
+                             single_seed="nan", cell=_cell_name(gkey))
                 recs.append({**dict(zip(keys + [name], gkey)), "n": ci.n, "mean": ci.mean, "ci_low": ci.low,
                              "ci_high": ci.high})
             tab = pd.DataFrame(recs)
@@ -855,7 +855,7 @@ def report(runs_dir: str | Path, out_dir: str | Path, *, confidence: float = 0.9
         runs_dir: the sweep folder.
         out_dir: report folder.
         confidence: interval level.
-        seed: bootstrap generator seed.
+        seed: bootstrap generator seed (the stratified bootstraps across cells).
         title: report heading; default from the sweep name in ``sweep.json``.
         allow_mixed_code: pool seeds that ran on different commits (:func:`write_report`).
 
