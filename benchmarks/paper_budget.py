@@ -27,6 +27,9 @@ with ``probe_every = 100000``), with a ``lag`` column.
 ``straggler/fixed.json``: the straggler environment driven by each fixed action (the 9 timeouts, the last one
 "never hedge") for the sweep's number of steps, on each workload, with the sweep runs' workload seed (0) and
 environment seed 0; resumable (finished entries are kept).
+``straggler/fixed_binned/<workload>__<policy>.csv.gz``: :func:`fixed_binned`, the per-4,000-step returns of never
+hedging and the best fixed policy (the straggler score after the 3.5M-step learning period needs them; about 40 s
+each on the development machine).
 ``straggler/final.json``: :func:`final_policies` (needs the runs' local ``probes/``, so run it in the session that
 ran them, before deleting anything).
 """
@@ -922,10 +925,11 @@ def straggler_scores_section(folder: Path) -> list[str]:
     for f in sorted((folder / "fixed_binned").glob("*.csv.gz")):
         workload, label = f.name[:-len(".csv.gz")].split("__")
         fixed.setdefault(workload, {})[label.replace("_", " ")] = _binned_cost(f)
-    lines = ["## Straggler score both ways: after the learning period and over the whole run", "",
+    lines = ["## Straggler score both ways: after the learning period (primary) and over the whole run", "",
              (f"The paper scores its straggler runs after a {STRAGGLER_LEARNING_STEPS / 1e6:.1f}M-sample initial "
               "learning period (Figure 9), as the windy gym score leaves out its 6M-step warm-up; the tables "
-              "above charge the whole run. Both here, in the score the learners optimise: the mean per-step p95 "
+              "above charge the whole run. Both here, the score after the learning period first (the primary "
+              "score, as the paper's), in the score the learners optimise: the mean per-step p95 "
               "latency in ms with forced (unsafe) steps counted three times (-8 x the 200-step window return; "
               "the bucketed p95 of the paper's Table 1 needs the per-request log, which is kept only for the "
               "whole run). Fixed policies: `python benchmarks/paper_budget.py fixed-binned` (never hedging and "
@@ -1080,11 +1084,14 @@ def report(folder: Path, allow_mixed_code: bool = False) -> None:
                   "other run.", ""]
         total = runs["wall_time_s"].sum() / 3600
         lines += [f"Total run time of the {len(runs)} runs below: {total:.1f} hours (two at a time).", ""]
-        lines += ["## Runs", "", "| trace | agent | seed | steps | lifelong return | wall time | steps/s |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["## Runs", "", "Code: the commit the run recorded, or in brackets the one the session notes give "
+                  "(section 'Provenance').", "",
+                  "| trace | agent | seed | steps | lifelong return | wall time | steps/s | code |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in runs.sort_values(["trace", "agent", "seed"]).itertuples():
+            code = r.commit if r.commit_source == "summary" else f"({r.commit})"
             lines.append(f"| {r.trace} | {r.agent} | {r.seed} | {r.steps:,} | {r.lifelong_return:.1f} | "
-                         f"{r.wall_time_s / 60:.1f} min | {r.steps_per_s:,.0f} |")
+                         f"{r.wall_time_s / 60:.1f} min | {r.steps_per_s:,.0f} | {code} |")
         lines.append("")
     from lcpo.persistence.atomic import atomic_write_text
 
