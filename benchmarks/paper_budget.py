@@ -28,8 +28,8 @@ with ``probe_every = 100000``), with a ``lag`` column.
 "never hedge") for the sweep's number of steps, on each workload, with the sweep runs' workload seed (0) and
 environment seed 0; resumable (finished entries are kept).
 ``straggler/fixed_binned/<workload>__<policy>.csv.gz``: :func:`fixed_binned`, the per-4,000-step returns of never
-hedging and the best fixed policy (the straggler score after the 3.5M-step learning period needs them; about 40 s
-each on the development machine).
+hedging and the best fixed policy (the straggler score after the 3.5M-step learning period needs them; 2-7 min
+each, measured on the loaded 2-core development machine, 2026-12-01).
 ``straggler/final.json``: :func:`final_policies` (needs the runs' local ``probes/``, so run it in the session that
 ran them, before deleting anything).
 """
