@@ -584,7 +584,7 @@ def fixed_binned(folder: Path, steps: int, labels: dict[str, list[str]] | None =
         folder: the straggler sweep folder.
         steps: environment steps (the sweep's, so whole-run means match ``fixed.json``).
         labels: ``{workload: [policy labels]}``; default: never hedging and the best fixed policy of
-            ``fixed.json`` on each workload.
+            ``fixed.json`` on each workload (needed only for this default).
 
     Returns:
         The files written.
@@ -594,7 +594,7 @@ def fixed_binned(folder: Path, steps: int, labels: dict[str, list[str]] | None =
     window = 200
     if steps % BIN_STEPS:
         raise SystemExit(f"--steps must be a multiple of {BIN_STEPS}, got {steps}")
-    fixed = json.loads((folder / "fixed.json").read_text())["results"]
+    fixed = json.loads((folder / "fixed.json").read_text())["results"] if (folder / "fixed.json").exists() else {}
     if labels is None:
         labels = {w: sorted({"never hedge", min(fixed[w].items(), key=lambda kv: kv[1]["bucketed_p95_ms"])[0]})
                   for w in STRAGGLER_WORKLOADS if fixed.get(w)}
@@ -617,8 +617,9 @@ def fixed_binned(folder: Path, steps: int, labels: dict[str, list[str]] | None =
                                "episodes": BIN_STEPS // window, "return": sums / (BIN_STEPS // window)})
             df.to_csv(path, index=False, float_format="%.7g", compression={"method": "gzip", "mtime": 0})
             m = env.run_metrics()
-            print(f"{workload} {label}: whole-run mean step p95 {m['mean_step_p95_ms']:.2f} ms "
-                  f"(fixed.json {fixed[workload][label]['mean_step_p95_ms']:.2f})", flush=True)
+            ref = fixed.get(workload, {}).get(label)
+            print(f"{workload} {label}: whole-run mean step p95 {m['mean_step_p95_ms']:.2f} ms"
+                  + (f" (fixed.json {ref['mean_step_p95_ms']:.2f})" if ref else ""), flush=True)
             written.append(path)
     return written
 

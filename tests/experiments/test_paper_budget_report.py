@@ -164,14 +164,17 @@ def test_straggler_score_both_ways(pb, tmp_path, monkeypatch):
 def test_fixed_binned_reproduces_the_fixed_policy_whole_run_mean(pb, tmp_path):
     folder = tmp_path / "straggler"
     folder.mkdir()
-    data = pb.fixed_policies(folder / "fixed.json", 8000)
-    assert data["steps"] == 8000
     written = pb.fixed_binned(folder, 8000, {"azure-llm": ["never hedge"]})
     assert [p.name for p in written] == ["azure-llm__never_hedge.csv.gz"]
     b = pd.read_csv(written[0])
     assert b["step"].tolist() == [4000, 8000] and (b["episodes"] == 20).all()
-    never = data["results"]["azure-llm"]["never hedge"]
+    env = pb._straggler_env("azure-llm", 8000).unwrapped  # the pass fixed_policies makes
+    env.reset(seed=0)
+    for _ in range(8000):
+        env.step(8)  # never hedge
+    never = env.run_metrics()
     # never hedging forces no step, so -8 x the mean window return is the mean per-step p95
+    assert never["forced_fraction"] == 0.0
     assert -8.0 * b["return"].mean() == pytest.approx(never["mean_step_p95_ms"], rel=1e-6)
     assert pb.fixed_binned(folder, 8000, {"azure-llm": ["never hedge"]}) == []  # kept, not recomputed
 

@@ -319,12 +319,19 @@ def test_report_cli_allow_mixed_code(tmp_path, capsys):
 
     from lcpo.online.run import RunConfig, execute
 
+    import shutil
+
+    first = tmp_path / "runs" / "a2c-s0"
+    execute(RunConfig(trace="wind-3", trace_length=2000, agent="a2c", steps=400, seed=0), first)
+    shutil.copytree(first, tmp_path / "runs" / "a2c-s1")  # a second seed of the cell, on other code
     for seed, commit in ((0, "a" * 40), (1, "b" * 40)):
         out = tmp_path / "runs" / f"a2c-s{seed}"
-        execute(RunConfig(trace="wind-3", trace_length=2000, agent="a2c", steps=400, seed=seed), out)
-        s = json.loads((out / "summary.json").read_text())
-        s["code"] = {"commit": commit, "dirty": False, "source": "git"}
-        (out / "summary.json").write_text(json.dumps(s))
+        for name in ("summary.json", "config.json"):
+            d = json.loads((out / name).read_text())
+            (d["config"] if name == "summary.json" else d["run"])["seed"] = seed
+            if name == "summary.json":
+                d["code"] = {"commit": commit, "dirty": False, "source": "git"}
+            (out / name).write_text(json.dumps(d))
     assert report_cli.main([str(tmp_path / "runs"), "--out", str(tmp_path / "r1")]) == 2
     assert "pools seeds that ran on different code (aaaaaaa, bbbbbbb)" in capsys.readouterr().err
     assert report_cli.main([str(tmp_path / "runs"), "--out", str(tmp_path / "r2"), "--allow-mixed-code"]) == 0
