@@ -48,7 +48,9 @@ __all__ = ["MODES", "NATIVE_VECTOR_ENVS", "VectorStream", "make_vector_env"]
 MODES = ("auto", "sync", "async", "native")
 
 #: env id -> "module:class" of its native vector implementation, constructed as ``cls(env_kwargs=[...])``
-NATIVE_VECTOR_ENVS: dict[str, str] = {}  # windy Pendulum's lands next (lcpo.envs.windy_pendulum_vector)
+NATIVE_VECTOR_ENVS: dict[str, str] = {
+    "lcpo/WindyPendulum-v0": "lcpo.envs.windy_pendulum_vector:WindyPendulumVectorEnv",
+}
 
 
 def _native_class(env_id: str):
