@@ -310,10 +310,12 @@ class VectorStream:
                 if final is None or final[i] is None:
                     raise RuntimeError(f"SAME_STEP vector env {self.venv}: sub-env {i} ended without "
                                        "info['final_obs']")
+                if finfo is None:
+                    raise RuntimeError(f"SAME_STEP vector env {self.venv}: sub-env {i} ended without "
+                                       "info['final_info'] (its info would be the reset's)")
                 self._autoreset_obs[i] = next_obs[i]
                 next_obs[i] = np.asarray(final[i], dtype=np.float32).reshape(-1)
-                if finfo is not None:
-                    per_env[i] = finfo[i]
+                per_env[i] = finfo[i]
             self._autoreset |= ended
         elif self.mode is AutoresetMode.NEXT_STEP:
             self._pending_step |= ended
