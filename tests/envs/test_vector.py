@@ -374,6 +374,8 @@ def _drive(stream, steps=30, force_at=None):
         np.testing.assert_array_equal(rew, 10.0 * nxt[:, 1] + t % 3)
         for i in range(3):
             np.testing.assert_array_equal(infos[i]["context"], nxt[i])  # the step's info, not the reset's
+        assert len(infos) == 3
+        np.testing.assert_array_equal(infos.batched("context"), nxt)  # the vectorised view agrees
         rows.append((nxt.copy(), rew, term, trunc))
         mask = term | trunc
         if force_at is not None and t == force_at:
