@@ -97,6 +97,9 @@ def test_native_unseeded_reset_continues_global_time_and_seeded_restarts_the_tra
     assert [s["wind"]["index"] for s in venv.get_state()] == [3, 0]
     venv.reset(options={"reset_mask": np.array([True, False]), "trace_index": 7})
     assert [s["wind"]["index"] for s in venv.get_state()] == [7, 0]
+    venv.reset(options={"trace_index": [2, 13]})  # per sub-env rows (wrapped at the trace length, 10)
+    assert [s["wind"]["index"] for s in venv.get_state()] == [2, 3]
+    assert WindyPendulumVectorEnv(num_envs=1, max_episode_steps=9)._limit.tolist() == [9]  # as make_env
 
 
 def test_native_state_round_trip_mid_episode_is_exact():

@@ -173,6 +173,8 @@ class WindyPendulumVectorEnv(VectorEnv):
                 raise ValueError(f"env_kwargs[{k}] must be a dict, got {type(kw).__name__}")
             merged = {**kwargs, **kw}
             merged.pop("render_mode", None)
+            if "max_episode_steps" in merged:  # as make_env: the env's own time limit, not a TimeLimit wrapper
+                merged["time_limit"] = merged.pop("max_episode_steps")
             try:
                 single = make_windy_pendulum(**merged)  # the single env interprets every argument
             except TypeError as exc:
