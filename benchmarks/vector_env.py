@@ -15,7 +15,8 @@ code is single-threaded, so the two agree on a quiet machine). Never a test.
 
 Usage::
 
-    python benchmarks/vector_env.py [--seed-steps 64000] [--repeats 5] [--sizes 1 4 16 64] [--clock cpu|wall] [--json out.json]
+    python benchmarks/vector_env.py [--seed-steps 64000] [--repeats 5] [--sizes 1 4 16 64] [--clock cpu|wall]
+                                    [--json out.json]
 """
 
 from __future__ import annotations

@@ -170,7 +170,8 @@ def test_stream_continue_where_steps_past_the_time_limit_as_a_single_env(mode):
     kws = _pendulum_kwargs()
     stream = VectorStream(make_vector_env(PENDULUM, kws, mode=mode))
     singles = [gym.make(PENDULUM, **kw) for kw in kws]
-    np.testing.assert_array_equal(stream.reset([0, 1, 2]), np.stack([e.reset(seed=k)[0] for k, e in enumerate(singles)]))
+    first = np.stack([e.reset(seed=k)[0] for k, e in enumerate(singles)])
+    np.testing.assert_array_equal(stream.reset([0, 1, 2]), first)
     rng = np.random.default_rng(5)
     for t in range(40):
         a = rng.integers(0, 15, (3, 1))

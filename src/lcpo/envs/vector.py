@@ -134,10 +134,10 @@ def make_vector_env(env_id: str, env_kwargs: Sequence[dict], *, mode: str = "aut
                                  f"got {autoreset_mode.value!r}; use mode 'sync' for other modes")
         else:
             return _native_class(env_id)(env_kwargs=[dict(kw) for kw in env_kwargs])
-    fns = [functools.partial(_make_wrapped if mode == "async" else make_env, env_id,
-                             **({"kwargs": dict(kw)} if mode == "async" else dict(kw))) for kw in env_kwargs]
-    if mode == "async":
-        return AsyncVectorEnv(fns, autoreset_mode=autoreset_mode)
+    if mode == "async":  # picklable factories; the wrapper gives per-worker set_state
+        return AsyncVectorEnv([functools.partial(_make_wrapped, env_id, dict(kw)) for kw in env_kwargs],
+                              autoreset_mode=autoreset_mode)
+    fns = [functools.partial(make_env, env_id, **kw) for kw in env_kwargs]
     return SyncVectorEnv(fns, autoreset_mode=autoreset_mode)
 
 
@@ -240,8 +240,10 @@ class VectorStream:
     made: the true next observation (the final one on the last step of an episode), the reward, terminated and
     truncated apart, and the info (with ``info["context"]`` for lcpo envs). After a sub-env's episode ends the
     caller resets it with :meth:`reset_where` before the next ``step`` (which raises otherwise), so no transition
-    ever crosses a reset; :meth:`reset_where` also serves forced resets of running sub-envs (a reset condition).
-    Observations are returned as fresh ``(N, d)`` float32 arrays (never aliases of a buffer the env mutates).
+    ever crosses a reset; :meth:`reset_where` also serves forced resets of running sub-envs (a reset condition),
+    and :meth:`continue_where` lets ended sub-envs go on without a reset (the reset condition ``never``).
+    Observations are returned as fresh ``(N, d)`` float32 arrays (never aliases of a buffer the env mutates);
+    the infos as a :class:`StepInfos` (``infos[k]`` a dict, ``infos.batched("context")`` an ``(N, 2)`` array).
 
     Args:
         venv: a :class:`gymnasium.vector.VectorEnv` (from :func:`make_vector_env` or the user's own) with a
@@ -334,8 +336,9 @@ class VectorStream:
 
         Returns:
             ``(next_obs (N, d) float32, rewards (N,) float64, terminated (N,) bool, truncated (N,) bool, infos)``,
-            ``infos`` a list of N dicts; ``next_obs[k]`` is the observation reached by ``actions[k]``, the final
-            one when the episode ended (SAME_STEP: ``info["final_obs"]``; ``infos[k]`` then is the final info).
+            ``infos`` a :class:`StepInfos` of N dicts; ``next_obs[k]`` is the observation reached by
+            ``actions[k]``, the final one when the episode ended (SAME_STEP: ``info["final_obs"]``; ``infos[k]``
+            then is the final info).
 
         Raises:
             RuntimeError: :meth:`reset` was never called, or a sub-env whose episode ended was not reset with
