@@ -97,8 +97,7 @@ def make_vector_env(env_id: str, env_kwargs: Sequence[dict], *, mode: str = "aut
             ``"sync"`` (:class:`~gymnasium.vector.SyncVectorEnv`), ``"async"``
             (:class:`~gymnasium.vector.AsyncVectorEnv`, one process per sub-env) or ``"native"``.
         autoreset_mode: the vector env's autoreset mode (default ``DISABLED``: the caller resets ended
-            sub-envs with ``reset(options={"reset_mask": mask})``; :class:`VectorStream` does). The native
-            envs support ``DISABLED`` only.
+            sub-envs with ``reset(options={"reset_mask": mask})``; :class:`VectorStream` does).
 
     Returns:
         The vector env; ``metadata["autoreset_mode"]`` says its mode. Its ``single_action_space`` equals the
@@ -107,8 +106,7 @@ def make_vector_env(env_id: str, env_kwargs: Sequence[dict], *, mode: str = "aut
     Raises:
         ValueError: an unknown ``mode`` or ``autoreset_mode``, an unknown environment id (see
             :func:`~lcpo.envs.registration.check_env_name`), ``mode="native"`` for an id without a native
-            implementation, an empty ``env_kwargs`` or an entry that is not a dict, a native env asked for a
-            mode other than ``DISABLED``.
+            implementation, an empty ``env_kwargs`` or an entry that is not a dict.
     """
     if mode not in MODES:
         raise ValueError(f"unknown vector env mode {mode!r}; valid modes: {list(MODES)}")
@@ -128,12 +126,7 @@ def make_vector_env(env_id: str, env_kwargs: Sequence[dict], *, mode: str = "aut
         raise ValueError(f"no native vector env for {env_id!r} (native: {sorted(NATIVE_VECTOR_ENVS)}); use "
                          "mode 'sync' or 'async'")
     if mode == "native" or (mode == "auto" and env_id in NATIVE_VECTOR_ENVS):
-        if autoreset_mode is not AutoresetMode.DISABLED:
-            if mode == "native":
-                raise ValueError(f"the native vector env of {env_id!r} supports autoreset_mode DISABLED only, "
-                                 f"got {autoreset_mode.value!r}; use mode 'sync' for other modes")
-        else:
-            return _native_class(env_id)(env_kwargs=[dict(kw) for kw in env_kwargs])
+        return _native_class(env_id)(env_kwargs=[dict(kw) for kw in env_kwargs], autoreset_mode=autoreset_mode)
     if mode == "async":  # picklable factories; the wrapper gives per-worker set_state
         return AsyncVectorEnv([functools.partial(_make_wrapped, env_id, dict(kw)) for kw in env_kwargs],
                               autoreset_mode=autoreset_mode)
