@@ -594,6 +594,9 @@ def report(runs_dir: str | Path, out_dir: str | Path, *, confidence: float = 0.9
     if not math.isfinite(confidence):
         raise ValueError(f"confidence must be finite, got {confidence}")
     path = write_report(runs, episodes, out_dir, title=title, confidence=confidence, seed=seed)
+    from lcpo.experiments.forgetting import append_forgetting_section  # issue 27 item 2: lost return
+
+    append_forgetting_section(path, runs_dir, confidence=confidence)
     for df, name in ((runs, "results.parquet"), (episodes, "episodes.parquet")):
         df.to_parquet(Path(out_dir) / name, index=False)
     return path

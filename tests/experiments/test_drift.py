@@ -1,4 +1,4 @@
-"""Policy snapshots during a run and the per-regime drift table (lcpo.experiments.forgetting)."""
+"""Policy snapshots during a run and the per-regime drift table (lcpo.experiments.drift)."""
 
 import gymnasium as gym
 import numpy as np
@@ -8,7 +8,7 @@ import torch
 import lcpo.envs  # noqa: F401
 from lcpo.agents import A2C
 from lcpo.envs.context import get_context_spec
-from lcpo.experiments.forgetting import PolicyProbe, forgetting_table, load_snapshots
+from lcpo.experiments.drift import PolicyProbe, drift_table, load_snapshots
 from lcpo.online.run import RunConfig, execute
 
 
@@ -40,7 +40,7 @@ def test_snapshot_cadence_resume_and_drift_equal_the_analytic_kl(tmp_path):
     snaps = load_snapshots(tmp_path)
     assert [s["step"] for s in snaps] == [100, 230]
     assert all(s["obs"].shape == (16, agent.obs_dim) for s in snaps)
-    table = forgetting_table(tmp_path, A2C(env, seed=1, hidden=(8,)).actor, idx, regimes=2, lag=1)
+    table = drift_table(tmp_path, A2C(env, seed=1, hidden=(8,)).actor, idx, regimes=2, lag=1)
     assert sorted(table["regime"]) == [0, 1] and (table["step"] == 230).all()
     assert table["n_states"].sum() == 32
     # KL(p_old || p_new) for logits z and z + e_0: sum_a p_a (log p_a - log p'_a) = log(1 + p_0 (e - 1)) - p_0,
@@ -88,4 +88,4 @@ def test_run_records_snapshots_only_when_asked_and_keeps_old_run_ids(tmp_path):
     with pytest.raises(ValueError, match="probe_every"):
         RunConfig(agent="a2c", probe_every=-1)
     with pytest.raises(ValueError, match="lag"):
-        forgetting_table(tmp_path / "p", None, [3], lag=0)
+        drift_table(tmp_path / "p", None, [3], lag=0)
