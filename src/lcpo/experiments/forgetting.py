@@ -7,7 +7,7 @@ on a fixed set of tasks: ``R[t, k]`` is the return of snapshot ``t`` on task ``k
 trace, so the tasks are replaced by **reference contexts** made from the trace alone:
 
 * :func:`reference_contexts`: the trace's context regimes, a k-means quantisation of the trace's rows (SciPy's
-  ``kmeans2``, k-means++ start, a FIXED generator seed, on a fixed stride of the rows), regimes named by the
+  ``kmeans2``, the best of 10 k-means++ starts from a FIXED generator seed, on a fixed stride of the rows), regimes named by the
   norm of their centre (regime 0 the calmest). It reads the trace and nothing else, so every agent and seed run
   on one trace meets the same references.
 * each regime is evaluated ``"constant"`` (default: the context held at the regime's centre for the whole
@@ -92,7 +92,7 @@ class ReferenceContexts:
 
 
 def reference_contexts(trace, regimes: int = 6, mode: str = "constant", episode_steps: int = 200,
-                       seed: int = 0, max_points: int = 20_000) -> ReferenceContexts:
+                       seed: int = 0, max_points: int = 20_000, restarts: int = 10) -> ReferenceContexts:
     """The trace's context regimes and their reference contexts (see the module docstring).
 
     Args:
@@ -102,6 +102,8 @@ def reference_contexts(trace, regimes: int = 6, mode: str = "constant", episode_
         episode_steps: window length (``"window"`` mode).
         seed: k-means generator seed (fixed: the references must not depend on the run).
         max_points: k-means runs on every ``ceil(T / max_points)``-th row.
+        restarts: k-means runs (k-means++ starts drawn in turn from one generator seeded by ``seed``); the one
+            with the lowest within-cluster sum of squares is kept.
 
     Returns:
         A :class:`ReferenceContexts`.
@@ -128,7 +130,13 @@ def reference_contexts(trace, regimes: int = 6, mode: str = "constant", episode_
     x = values[:: max(1, math.ceil(T / max_points))]
     k = int(min(regimes, len(np.unique(x.round(9), axis=0))))
     if k > 1:
-        centres, _ = kmeans2(x, k, iter=50, minit="++", seed=np.random.default_rng(seed))
+        rng, best = np.random.default_rng(seed), None
+        for _ in range(restarts):  # Lloyd from k-means++ starts drawn in turn from one seeded generator
+            c, lab = kmeans2(x, k, iter=50, minit="++", seed=rng)
+            inertia = float(((x - c[lab]) ** 2).sum())
+            if best is None or inertia < best[0]:
+                best = (inertia, c)
+        centres = best[1]
     else:
         centres = x.mean(0, keepdims=True)
     labels = _nearest(values, centres)
@@ -347,8 +355,10 @@ def backward_transfer(R: np.ndarray, active: np.ndarray) -> float:
     Returns:
         The BWT (return units); NaN if no regime was active before the last snapshot.
 
+    Regime 0 was learned by snapshot 0 (5.0) and ends at 2.0; regime 1 by snapshot 1 (6.0) and ends at 6.0:
+
     >>> backward_transfer(np.array([[5.0, 0.0], [1.0, 6.0], [2.0, 6.0]]), np.array([0, 1, 1]))
-    -3.0
+    -1.5
     """
     R = np.asarray(R, dtype=np.float64)
     active = np.asarray(active)
