@@ -529,7 +529,8 @@ def _heatmap_figure(study: dict, cell: str, path: Path) -> None:
     ax.set_ylim(ymin, ymax)
     ax.set_xlabel("environment step")
     ax.set_ylabel(f"trace {trace.name}")
-    ax.legend(fontsize=6, ncol=min(8, refs.regimes + trace.values.shape[1]), loc="upper right")
+    ax.legend(fontsize=6, ncol=min(8, refs.regimes + trace.values.shape[1]), loc="upper center",
+              bbox_to_anchor=(0.5, -0.3), frameon=False)
     axes[0].set_title(f"{cell}: return of frozen snapshots on reference contexts ({refs.mode})")
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
