@@ -136,6 +136,26 @@ def test_planted_forgetting_shows_on_the_regime_the_policy_lost_and_never_withou
     np.testing.assert_array_equal(F_still, 0)
 
 
+def test_the_snapshotted_network_is_the_one_that_acts_with_the_agents_rule():
+    import gymnasium as gym
+
+    from lcpo.agents import AGENTS
+    from lcpo.experiments.snapshots import acting_module
+
+    env = gym.make("lcpo/WindyPendulum-v0", trace="zero")
+    def found(name, **kw):
+        f = acting_module(AGENTS[name](env, seed=0, **kw))
+        return None if f is None else (f[0], f[2])
+
+    assert found("a2c") == ("actor", "sample") and found("sac") == ("actor", "sample")
+    assert found("ddqn") == ("q", "greedy")
+    assert found("prescient-trpo") == ("base.actor", "sample")
+    assert found("prescient-trpo", eval_deterministic=True) == ("base.actor", "greedy")
+    assert found("mbcd") is None  # actions from a changing collection of SAC learners: nothing to snapshot
+    a2c = AGENTS["a2c"](env, seed=0)
+    assert acting_module(a2c)[1] is a2c.actor
+
+
 # -- snapshots kept by every run, and a short end-to-end ---------------------------------------------------
 def _tiny(**kw):
     return RunConfig(env="lcpo/WindyPendulum-v0", trace="wind-3", trace_length=1600, agent="a2c", steps=1600,
@@ -172,7 +192,7 @@ def test_snapshot_files_are_not_git_ignored_in_the_committed_results():
     assert rc == 1, f"{path} is git-ignored"
 
 
-def test_end_to_end_on_windy_pendulum_is_deterministic(tmp_path):
+def test_end_to_end_on_windy_pendulum_is_deterministic(tmp_path, monkeypatch):
     execute(_tiny(), tmp_path / "runs" / "a2c-s0")
     execute(_tiny(seed=1), tmp_path / "runs" / "a2c-s1")
     refs = reference_contexts(run_trace(_tiny()), regimes=2)
@@ -191,3 +211,22 @@ def test_end_to_end_on_windy_pendulum_is_deterministic(tmp_path):
     assert (tmp_path / "out" / "forgetting_WindyPendulum-v0_wind-3.png").stat().st_size > 0
     s = pd.read_csv(tmp_path / "out" / "forgetting_summary.csv").iloc[0]
     assert s["n"] == 2 and s["final_F_low"] <= s["final_F"] <= s["final_F_high"]
+    # a second call reuses the cached evaluations and writes the same numbers
+    assert sorted(p.name for p in (tmp_path / "out" / "cache").iterdir()) == ["a2c-s0.npz", "a2c-s1.npz"]
+    before = (tmp_path / "out" / "forgetting_matrix.csv").read_bytes()
+    assert main(["forgetting", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--regimes", "2",
+                 "--episodes", "1", "--episode-steps", "20"]) == 0
+    assert (tmp_path / "out" / "forgetting_matrix.csv").read_bytes() == before
+    # lcpo report appends the section (its one call, here with the short settings)
+    import functools
+
+    import lcpo.experiments.forgetting as forgetting
+    from lcpo.experiments.report import report
+
+    monkeypatch.setattr(forgetting, "append_forgetting_section", functools.partial(
+        forgetting.append_forgetting_section, regimes=2, episodes=1, episode_steps=20))
+    md = report(tmp_path / "runs", tmp_path / "rep").read_text()
+    assert "## Forgetting: lost return on reference contexts" in md and "| a2c[hidden=[16],rollout_steps=100] | 2 |" in md
+    from lcpo.cli.report import build_parser
+
+    assert build_parser().parse_args(["x", "--no-forgetting"]).forgetting is False

@@ -20,6 +20,9 @@ def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap generator seed (default 0)")
     parser.add_argument("--title", default=None, help="report heading")
+    parser.add_argument("--no-forgetting", dest="forgetting", action="store_false",
+                        help="leave out the forgetting section (frozen snapshots re-evaluated on reference "
+                             "contexts: about 45 s per run the first time, then cached; docs/forgetting.md)")
     parser.set_defaults(func=run)
     return parser
 
@@ -46,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out) if args.out else Path(args.runs_dir) / "report"
     try:
-        path = report(args.runs_dir, out, confidence=args.confidence, seed=args.seed, title=args.title)
+        path = report(args.runs_dir, out, confidence=args.confidence, seed=args.seed, title=args.title,
+                      forgetting=args.forgetting)
     except (FileNotFoundError, ValueError) as exc:
         print(f"lcpo report: error: {exc}", file=sys.stderr)
         return 2

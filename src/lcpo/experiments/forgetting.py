@@ -405,9 +405,44 @@ def _find_runs(runs_dir: Path) -> tuple[list[Path], list[Path]]:
     return with_snaps, [p for p in finished if p not in with_snaps]
 
 
+def _evaluate_cached(run: Path, refs: ReferenceContexts, episodes: int, episode_steps: int, seed: int,
+                     rule: str | None, cache_dir: Path | None) -> dict:
+    """:func:`evaluate_snapshots`, reusing ``cache_dir/<run>.npz`` when it was made from the same snapshot file,
+    run configuration, references and settings (a SHA-256 of all of them); the result is the same bit for bit."""
+    if cache_dir is None:
+        return evaluate_snapshots(run, refs, episodes, episode_steps, seed, rule)
+    import hashlib
+
+    h = hashlib.sha256()
+    for part in ((run / "snapshots.npz").read_bytes(), (run / "config.json").read_bytes(), refs.centres.tobytes(),
+                 b"" if refs.windows is None else refs.windows.tobytes(),
+                 json.dumps([refs.mode, episodes, episode_steps, seed, rule]).encode()):
+        h.update(hashlib.sha256(part).digest())
+    key = h.hexdigest()
+    path = Path(cache_dir) / f"{run.name}.npz"
+    if path.is_file():
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                if str(z["key"]) == key:
+                    return {"steps": z["steps"], "R": z["R_episodes"].mean(-1), "R_episodes": z["R_episodes"],
+                            "rule": str(z["rule"]), "module": str(z["module"]), "seconds": float(z["seconds"])}
+        except (OSError, KeyError, ValueError):
+            pass  # an unreadable cache entry is recomputed
+    res = evaluate_snapshots(run, refs, episodes, episode_steps, seed, rule)
+    import io
+
+    from lcpo.persistence.atomic import atomic_write_bytes
+
+    buf = io.BytesIO()
+    np.savez(buf, key=np.str_(key), steps=res["steps"], R_episodes=res["R_episodes"], rule=np.str_(res["rule"]),
+             module=np.str_(res["module"]), seconds=np.float64(res["seconds"]))
+    atomic_write_bytes(path, buf.getvalue())
+    return res
+
+
 def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "constant", episodes: int = 10,
                      episode_steps: int = 200, seed: int = 0, rule: str | None = None, confidence: float = 0.95,
-                     on_run=None) -> dict:
+                     on_run=None, cache_dir: str | Path | None = None) -> dict:
     """Evaluate every finished run with snapshots under ``runs_dir`` and summarise per agent.
 
     Runs are grouped into cells by (environment, trace, trace length, environment arguments); the reference
@@ -419,6 +454,8 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
         episodes, seed, rule: see :func:`evaluate_snapshots`.
         confidence: interval level across seeds (:func:`seed_interval`).
         on_run: optional callback ``(run_dir, seconds)`` after each run is evaluated.
+        cache_dir: keep each run's ``R`` in ``cache_dir/<run>.npz`` and reuse it while the snapshots, the run's
+            configuration, the references and the settings are unchanged (None: no cache).
 
     Returns:
         ``{"matrix": DataFrame (cell, run, scheme, seed, snapshot, step, regime, active, R, F),
@@ -457,7 +494,8 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
         if cfg.env_kwargs:
             cell += " " + json.dumps(dict(cfg.env_kwargs), sort_keys=True, separators=(",", ":"))
         cells[cell], traces[cell] = refs, trace
-        res = evaluate_snapshots(run, refs, episodes, episode_steps, seed, rule)
+        res = _evaluate_cached(run, refs, episodes, episode_steps, seed, rule,
+                               None if cache_dir is None else Path(cache_dir))
         seconds += res["seconds"]
         evaluations += res["R_episodes"].size
         if on_run is not None:
@@ -562,7 +600,7 @@ def forgetting_section(study: dict, out_dir: str | Path, heading: str = "##") ->
            "0 = every regime at its best so far. Final F at the last snapshot, mean F over all snapshots; "
            "BWT = mean over regimes of R[last, k] - R[end of k's last active interval, k] (negative: forgetting). "
            f"Intervals: {pct}% Student-t over seeds. Cost: {study['evaluations']:,} episodes in "
-           f"{study['seconds']:.1f} s."), ""]
+           f"{study['seconds']:.1f} s (when first evaluated; see docs/forgetting.md)."), ""]
     if study["matrix"].empty:
         md += ["No finished run under this folder keeps snapshots.", ""]
     else:
@@ -589,9 +627,10 @@ def forgetting_section(study: dict, out_dir: str | Path, heading: str = "##") ->
 
 
 def write_forgetting(runs_dir: str | Path, out_dir: str | Path, **kwargs) -> Path:
-    """Evaluate ``runs_dir`` (:func:`forgetting_study`) and write ``out_dir/forgetting.md`` with its CSVs and
-    figures (``lcpo forgetting RUNS_DIR --out DIR``). Returns the Markdown path."""
-    study = forgetting_study(runs_dir, **kwargs)
+    """Evaluate ``runs_dir`` (:func:`forgetting_study`, cached in ``out_dir/cache``) and write
+    ``out_dir/forgetting.md`` with its CSVs and figures (``lcpo forgetting RUNS_DIR --out DIR``). Returns the
+    Markdown path."""
+    study = forgetting_study(runs_dir, **({"cache_dir": Path(out_dir) / "cache"} | kwargs))
     md = ["# Forgetting", ""] + forgetting_section(study, out_dir)
     path = Path(out_dir) / "forgetting.md"
     path.write_text("\n".join(md) + "\n")
@@ -599,7 +638,8 @@ def write_forgetting(runs_dir: str | Path, out_dir: str | Path, **kwargs) -> Pat
 
 
 def append_forgetting_section(report_path: str | Path, runs_dir: str | Path, **kwargs) -> bool:
-    """Append the forgetting section to a written report (``lcpo report``'s one call), its files beside it.
+    """Append the forgetting section to a written report (``lcpo report``'s one call), its files beside it
+    (evaluations cached in ``forgetting_cache/`` there).
 
     Nothing is appended when no finished run under ``runs_dir`` keeps snapshots. Returns whether it appended.
     """
@@ -607,7 +647,7 @@ def append_forgetting_section(report_path: str | Path, runs_dir: str | Path, **k
     with_snaps, _ = _find_runs(Path(runs_dir))
     if not with_snaps:
         return False
-    study = forgetting_study(runs_dir, **kwargs)
+    study = forgetting_study(runs_dir, **({"cache_dir": report_path.parent / "forgetting_cache"} | kwargs))
     if study["matrix"].empty:
         return False
     lines = forgetting_section(study, report_path.parent)

@@ -563,7 +563,7 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
 
 
 def report(runs_dir: str | Path, out_dir: str | Path, *, confidence: float = 0.95, seed: int = 0,
-           title: str | None = None) -> Path:
+           title: str | None = None, forgetting: bool = True) -> Path:
     """Load a sweep folder's store and write its report (``lcpo report RUNS_DIR --out DIR``).
 
     Nothing is written into ``runs_dir`` (unless ``out_dir`` lies inside it): the tables are collected from the
@@ -576,6 +576,8 @@ def report(runs_dir: str | Path, out_dir: str | Path, *, confidence: float = 0.9
         confidence: interval level.
         seed: bootstrap generator seed.
         title: report heading; default from the sweep name in ``sweep.json``.
+        forgetting: append the forgetting section (:mod:`lcpo.experiments.forgetting`; about 45 s per run with
+            snapshots the first time, cached in ``out_dir/forgetting_cache``).
 
     Returns:
         The path of ``report.md``.
@@ -596,7 +598,8 @@ def report(runs_dir: str | Path, out_dir: str | Path, *, confidence: float = 0.9
     path = write_report(runs, episodes, out_dir, title=title, confidence=confidence, seed=seed)
     from lcpo.experiments.forgetting import append_forgetting_section  # issue 27 item 2: lost return
 
-    append_forgetting_section(path, runs_dir, confidence=confidence)
+    if forgetting:
+        append_forgetting_section(path, runs_dir, confidence=confidence)
     for df, name in ((runs, "results.parquet"), (episodes, "episodes.parquet")):
         df.to_parquet(Path(out_dir) / name, index=False)
     return path

@@ -65,8 +65,9 @@ def acting_module(agent):
         if isinstance(getattr(holder, "tasks", None), list):
             return None
         actor = getattr(holder, "actor", None)
-        if isinstance(actor, nn.Module):
-            return prefix + "actor", actor, "sample"
+        if isinstance(actor, nn.Module):  # a prescient agent set to act greedily (eval_deterministic) does
+            greedy = bool(prefix and getattr(getattr(agent, "hp", None), "eval_deterministic", False))
+            return prefix + "actor", actor, "greedy" if greedy else "sample"
         q = getattr(holder, "q", None)
         if isinstance(q, nn.Module):
             return prefix + "q", q, "greedy"
