@@ -396,11 +396,20 @@ def seed_interval(values: Sequence[float] | np.ndarray, confidence: float = 0.95
 
 
 def _find_runs(runs_dir: Path) -> tuple[list[Path], list[Path]]:
-    """(finished run folders with snapshots, finished run folders without), sorted."""
+    """(finished run folders with snapshots, finished run folders without), sorted: ``runs_dir`` itself if it is
+    a run folder, else the run folders of :func:`lcpo.experiments.store.runs_root` (a sweep's ``runs/``, or the
+    ``AGENT-sSEED/`` folders of ``lcpo run --out``), as ``lcpo report`` reads them.
+
+    Raises:
+        FileNotFoundError: if ``runs_dir`` is none of these.
+    """
+    from lcpo.experiments.store import runs_root
+
     if (runs_dir / "summary.json").is_file():
         finished = [runs_dir]
     else:
-        finished = sorted(p.parent for p in runs_dir.rglob("summary.json") if (p.parent / "config.json").is_file())
+        finished = sorted(p for p in runs_root(runs_dir).iterdir()
+                          if (p / "summary.json").is_file() and (p / "config.json").is_file())
     with_snaps = [p for p in finished if (p / "snapshots.npz").is_file()]
     return with_snaps, [p for p in finished if p not in with_snaps]
 
@@ -612,6 +621,15 @@ def forgetting_section(study: dict, out_dir: str | Path, heading: str = "##") ->
             md.append(f"| {r.cell} | {r.scheme} | {r.n} | {_fmt_ci(r.final_F, r.final_F_low, r.final_F_high)} | "
                       f"{_fmt_ci(r.mean_F, r.mean_F_low, r.mean_F_high)} | {_fmt_ci(r.bwt, r.bwt_low, r.bwt_high)}"
                       f" | {_fmt_ci(r.final_R, r.final_R_low, r.final_R_high)} |")
+        m = study["matrix"]
+        last = m[m["snapshot"] == m.groupby("run")["snapshot"].transform("max")]
+        md += ["", f"Final F_k per regime (mean over seeds, {pct}% Student-t interval):", "",
+               "| cell | scheme | " + " | ".join(f"regime {k}" for k in range(int(m["regime"].max()) + 1)) + " |",
+               "|---|---|" + "---|" * (int(m["regime"].max()) + 1)]
+        for (cell, scheme), g in last.groupby(["cell", "scheme"], sort=True):
+            cis = [seed_interval(g[g["regime"] == k]["F"].to_numpy(), st["confidence"])
+                   for k in range(int(m["regime"].max()) + 1)]
+            md.append(f"| {cell} | {scheme} | " + " | ".join(_fmt_ci(c.mean, c.low, c.high) for c in cis) + " |")
         md += ["", "CSV: [forgetting_summary.csv](forgetting_summary.csv), "
                    "[forgetting_matrix.csv](forgetting_matrix.csv)", ""]
         for cell, refs in study["refs"].items():
