@@ -594,6 +594,15 @@ def _fmt_ci(mean: float, low: float, high: float) -> str:
 def forgetting_section(study: dict, out_dir: str | Path, heading: str = "##") -> list[str]:
     """Write the study's CSVs and heat maps into ``out_dir``; return its Markdown section (lines).
 
+    Args:
+        study: the result of :func:`forgetting_study`.
+        out_dir: folder for the files (created).
+        heading: Markdown heading level of the section.
+
+    Returns:
+        The section's lines (summary table, final ``F_k`` per regime, regime centres, figure links, and a note
+        on runs left out).
+
     Files: ``forgetting_matrix.csv`` (every R[t, k] and F[t, k]), ``forgetting_summary.csv`` (per cell and
     scheme), ``forgetting_<cell>.png`` (heat maps above the context trace).
     """
@@ -646,8 +655,19 @@ def forgetting_section(study: dict, out_dir: str | Path, heading: str = "##") ->
 
 def write_forgetting(runs_dir: str | Path, out_dir: str | Path, **kwargs) -> Path:
     """Evaluate ``runs_dir`` (:func:`forgetting_study`, cached in ``out_dir/cache``) and write
-    ``out_dir/forgetting.md`` with its CSVs and figures (``lcpo forgetting RUNS_DIR --out DIR``). Returns the
-    Markdown path."""
+    ``out_dir/forgetting.md`` with its CSVs and figures (``lcpo forgetting RUNS_DIR --out DIR``).
+
+    Args:
+        runs_dir: a sweep folder, a folder of ``lcpo run`` outputs, or one run folder.
+        out_dir: output folder (created).
+        **kwargs: options of :func:`forgetting_study`.
+
+    Returns:
+        The path of ``forgetting.md``.
+
+    Raises:
+        FileNotFoundError: if ``runs_dir`` holds no runs; ValueError: bad options or run files (named).
+    """
     study = forgetting_study(runs_dir, **({"cache_dir": Path(out_dir) / "cache"} | kwargs))
     md = ["# Forgetting", ""] + forgetting_section(study, out_dir)
     path = Path(out_dir) / "forgetting.md"
@@ -659,7 +679,13 @@ def append_forgetting_section(report_path: str | Path, runs_dir: str | Path, **k
     """Append the forgetting section to a written report (``lcpo report``'s one call), its files beside it
     (evaluations cached in ``forgetting_cache/`` there).
 
-    Nothing is appended when no finished run under ``runs_dir`` keeps snapshots. Returns whether it appended.
+    Args:
+        report_path: the written ``report.md``.
+        runs_dir: the folder the report was made from.
+        **kwargs: options of :func:`forgetting_study`.
+
+    Returns:
+        Whether it appended (nothing is appended when no finished run under ``runs_dir`` keeps snapshots).
     """
     report_path = Path(report_path)
     with_snaps, _ = _find_runs(Path(runs_dir))
