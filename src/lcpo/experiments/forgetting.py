@@ -536,7 +536,8 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
 
 
 def _heatmap_figure(study: dict, cell: str, path: Path) -> None:
-    """Per scheme of a cell: the seed-mean ``R[t, k]`` as a heat map, above the cell's context trace."""
+    """Per scheme of a cell: the seed-mean ``R[t, k]`` as a heat map; below them ``F(t)`` per scheme with its
+    interval over seeds; at the bottom the cell's context trace shaded by regime."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -545,9 +546,10 @@ def _heatmap_figure(study: dict, cell: str, path: Path) -> None:
     m = study["matrix"][study["matrix"]["cell"] == cell]
     refs, trace = study["refs"][cell], study["traces"][cell]
     schemes = sorted(m["scheme"].unique())
-    fig, axes = plt.subplots(len(schemes) + 1, 1, figsize=(9, 1.6 * len(schemes) + 2.2), sharex=True,
+    fig, axes = plt.subplots(len(schemes) + 2, 1, figsize=(9, 1.6 * len(schemes) + 4.0), sharex=True,
                              squeeze=False)
     axes = axes[:, 0]
+    f_ax, axes = axes[-2], np.concatenate([axes[:-2], axes[-1:]])
     vmin, vmax = float(m["R"].min()), float(m["R"].max())
     last_step = int(m["step"].max())
     mesh = None
@@ -560,7 +562,21 @@ def _heatmap_figure(study: dict, cell: str, path: Path) -> None:
         n = m[m["scheme"] == scheme]["seed"].nunique()
         ax.set_ylabel(f"{scheme}\n({n} seed{'s' * (n != 1)})\nregime")
         ax.set_yticks(range(refs.regimes))
-    fig.colorbar(mesh, ax=list(axes), label="return R[t, k]", fraction=0.03, pad=0.01)  # all shrink: x aligned
+    conf = study["settings"]["confidence"]
+    for scheme in schemes:  # F(t): mean over regimes, per seed; then mean and interval over seeds at each snapshot
+        per_seed = m[m["scheme"] == scheme].groupby(["snapshot", "seed"]).agg(step=("step", "first"),
+                                                                               F=("F", "mean")).reset_index()
+        rows = [(g["step"].mean(), seed_interval(g["F"].to_numpy(), conf)) for _, g in per_seed.groupby("snapshot")]
+        x = np.array([r[0] for r in rows])
+        (line,) = f_ax.plot(x, [r[1].mean for r in rows], lw=1.2, label=scheme)
+        f_ax.fill_between(x, [r[1].low for r in rows], [r[1].high for r in rows], color=line.get_color(), alpha=0.2,
+                          lw=0)
+    f_ax.set_ylabel("F(t), mean over\nregimes")
+    f_ax.axhline(0, color="k", lw=0.5)
+    f_ax.legend(fontsize=7, loc="upper left")
+    f_ax.set_title(f"forgetting F(t) = mean_k max_(t'<=t) R[t', k] - R[t, k]; band: {round(conf * 100)}% t "
+                   "interval over seeds", fontsize=8)
+    fig.colorbar(mesh, ax=list(axes) + [f_ax], label="return R[t, k]", fraction=0.03, pad=0.01)  # x aligned
     ax = axes[-1]
     n_pts = min(4000, last_step)
     steps = np.linspace(0, last_step - 1, n_pts).astype(np.int64)
