@@ -22,8 +22,9 @@ later session's sweep skips every committed run and the report can be rebuilt fr
 
 ``episodes_binned.csv.gz``: per window of ``BIN_STEPS`` steps (by the step at which episodes end): ``step`` (the
 window's end), ``episodes``, ``return`` (mean episodic return), and the mean of each context column.
-``forgetting.csv.gz``: :func:`lcpo.experiments.forgetting.forgetting_table` at lags of 1 and 10 snapshots (100k and 1M steps
-with ``probe_every = 100000``), with a ``lag`` column.
+``forgetting.csv.gz`` (policy drift, a diagnostic; the file name predates issue 27):
+:func:`lcpo.experiments.drift.drift_table` at lags of 1 and 10 snapshots (100k and 1M steps with
+``probe_every = 100000``), with a ``lag`` column.
 ``straggler/fixed.json``: the straggler environment driven by each fixed action (the 9 timeouts, the last one
 "never hedge") for the sweep's number of steps, on each workload, with the sweep runs' workload seed (0) and
 environment seed 0; resumable (finished entries are kept).
@@ -122,9 +123,9 @@ def harvest_run(run: Path, force: bool = False) -> list[str]:
 
 
 def forgetting_of(run: Path) -> pd.DataFrame | None:
-    """The run's forgetting table at every lag of :data:`LAGS` (None if it has too few snapshots)."""
+    """The run's drift table (file name forgetting.csv.gz) at every lag of :data:`LAGS` (None if it has too few snapshots)."""
     from lcpo.envs.context import get_context_spec
-    from lcpo.experiments.forgetting import forgetting_table
+    from lcpo.experiments.drift import drift_table
     from lcpo.online.run import AGENTS, RunConfig, make_run_env
 
     cfg = json.loads((run / "config.json").read_text())
@@ -134,7 +135,7 @@ def forgetting_of(run: Path) -> pd.DataFrame | None:
     idx = get_context_spec(env).indices
     parts = []
     for lag in LAGS:
-        t = forgetting_table(run, actor, idx, regimes=4, lag=lag)
+        t = drift_table(run, actor, idx, regimes=4, lag=lag)
         if len(t):
             parts.append(t.assign(lag=lag))
     return pd.concat(parts, ignore_index=True) if parts else None
@@ -628,7 +629,7 @@ def final_policies(folder: Path, steps: int) -> dict:
     """Each finished straggler run's learned policy, frozen, on a fresh pass of its workload (issue 16 item 3).
 
     The lifelong metric charges a learner for its whole run, learning included. To see what a learner ends
-    with, the actor of the run's last forgetting snapshot (``probes/``, within ``probe_every`` steps of the end)
+    with, the actor of the run's last drift probe (``probes/``, within ``probe_every`` steps of the end)
     acts, sampling as it did online but no longer learning, for ``steps`` steps of a fresh environment built as
     the sweep builds it and reset with seed 0; never hedging and the fixed timeouts that are best over the
     whole run on each workload (from ``fixed.json``, plus the 1000 ms timeout) drive the same fresh pass. Runs
@@ -643,7 +644,7 @@ def final_policies(folder: Path, steps: int) -> dict:
 
     from lcpo.persistence.atomic import atomic_write_json
     from lcpo.envs.straggler import TIMEOUTS_MS
-    from lcpo.experiments.forgetting import load_snapshots
+    from lcpo.experiments.drift import load_snapshots
     from lcpo.online.run import AGENTS, RunConfig, make_run_env
 
     if steps < 1:
@@ -1036,17 +1037,19 @@ def report(folder: Path, allow_mixed_code: bool = False) -> None:
         lines += diagnostics_table(runs)
         f_lines, curves = forgetting_summary(runs)
         if f_lines:
-            lines += ["## Forgetting, measured directly", "",
+            lines += ["## Policy drift (a diagnostic, not forgetting)", "",
+                      "Forgetting is lost return on fixed reference contexts (`lcpo forgetting`, "
+                      "docs/forgetting.md); these runs predate the compact snapshots it needs. "
                       "Every 100k steps the run snapshots its actor and 32 states from the batch it just learned "
-                      "from (`probe_every`, `lcpo.experiments.forgetting`). The probe set is all recorded states; their contexts "
+                      "from (`probe_every`, `lcpo.experiments.drift`). The probe set is all recorded states; their contexts "
                       "are clustered into 4 regimes (k-means). For each snapshot t and lag L (100k or 1M steps), the "
                       "drift on a regime is the mean over its probe states of KL(pi_{t-L}(.|s) || pi_t(.|s)) (nats "
                       "per action dimension) and of the Wasserstein-1 distance between the two action distributions "
                       "over the 15 ordered torque bins (in bins: how far the expected action moved; KL charges a "
                       "move to a neighbouring bin as much as one across the range). The regime holding most of the "
                       "states recorded at t is 'active', the others 'inactive'. Drift on inactive regimes is "
-                      "forgetting (the quantity LCPO's anchor constraint bounds; it can also be transfer), drift on "
-                      "the active one is learning. Table: means after the warm-up; figure: the whole run (grey: "
+                      "the quantity LCPO's anchor constraint bounds; it is not lost return (it can be transfer, "
+                      "and probe sets differ between runs), drift on the active one is learning. Table: means after the warm-up; figure: the whole run (grey: "
                       "warm-up).", ""] + f_lines
             if forgetting_figure(curves, folder / "forgetting.png"):
                 lines += ["![forgetting](forgetting.png)", ""]

@@ -24,6 +24,9 @@ def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--allow-mixed-code", action="store_true",
                         help="pool the seeds of a cell even when they ran on different git commits (summary.json "
                              "`code`); the report says so. Without it such a cell is an error")
+    parser.add_argument("--forgetting", action="store_true",
+                        help="add the forgetting section (frozen snapshots re-evaluated on reference contexts: "
+                             "about 45 s per run the first time, then cached; docs/forgetting.md)")
     parser.set_defaults(func=run)
     return parser
 
@@ -51,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(args.runs_dir) / "report"
     try:
         path = report(args.runs_dir, out, confidence=args.confidence, seed=args.seed, title=args.title,
-                      allow_mixed_code=args.allow_mixed_code)
+                      allow_mixed_code=args.allow_mixed_code, forgetting=args.forgetting)
     except (FileNotFoundError, ValueError) as exc:
         print(f"lcpo report: error: {exc}", file=sys.stderr)
         return 2

@@ -844,7 +844,7 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
 
 
 def report(runs_dir: str | Path, out_dir: str | Path, *, confidence: float = 0.95, seed: int = 0,
-           title: str | None = None, allow_mixed_code: bool = False) -> Path:
+           title: str | None = None, allow_mixed_code: bool = False, forgetting: bool = False) -> Path:
     """Load a sweep folder's store and write its report (``lcpo report RUNS_DIR --out DIR``).
 
     Nothing is written into ``runs_dir`` (unless ``out_dir`` lies inside it): the tables are collected from the
@@ -858,6 +858,9 @@ def report(runs_dir: str | Path, out_dir: str | Path, *, confidence: float = 0.9
         seed: bootstrap generator seed (the stratified bootstraps across cells).
         title: report heading; default from the sweep name in ``sweep.json``.
         allow_mixed_code: pool seeds that ran on different commits (:func:`write_report`).
+        forgetting: append the forgetting section (:mod:`lcpo.experiments.forgetting`; about 45 s per run with
+            snapshots the first time, cached in ``out_dir/forgetting_cache``); off by default (`lcpo report
+            --forgetting`).
 
     Returns:
         The path of ``report.md``.
@@ -878,6 +881,10 @@ def report(runs_dir: str | Path, out_dir: str | Path, *, confidence: float = 0.9
         raise ValueError(f"confidence must be finite, got {confidence}")
     path = write_report(runs, episodes, out_dir, title=title, confidence=confidence, seed=seed,
                         allow_mixed_code=allow_mixed_code)
+    if forgetting:
+        from lcpo.experiments.forgetting import append_forgetting_section  # issue 27 item 2: lost return
+
+        append_forgetting_section(path, runs_dir, confidence=confidence)
     for df, name in ((runs, "results.parquet"), (episodes, "episodes.parquet")):
         df.to_parquet(Path(out_dir) / name, index=False)
     return path

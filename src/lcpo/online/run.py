@@ -66,7 +66,7 @@ class RunConfig:
         checkpoint_every: steps between checkpoints (0 disables checkpoints).
         tensorboard: also write TensorBoard event files.
         diagnostics_every: steps per row of ``diagnostics.csv``.
-        probe_every: steps between policy snapshots for the forgetting measurement (:mod:`lcpo.experiments.forgetting`;
+        probe_every: steps between policy probes for the drift diagnostic (:mod:`lcpo.experiments.drift`;
             0: none, the default; left out of :meth:`to_dict` when 0 so older run ids are unchanged).
     """
 
@@ -210,7 +210,7 @@ class ResumePlan:
 
 
 #: Files and folders of a run (besides ``checkpoint/`` and ``summary.json``) that a fresh start replaces.
-_RUN_OUTPUTS = ("config.json", "episodes.csv", "diagnostics.csv", "tb", "probes")
+_RUN_OUTPUTS = ("config.json", "episodes.csv", "diagnostics.csv", "tb", "probes", "snapshots.npz")
 
 
 def _read_summary(path: Path) -> dict | None:
@@ -459,15 +459,20 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         if ckpt_step != plan.step or [c for c in config_changes(stored, config.to_dict()) if c[0] != "steps"]:
             raise CheckpointError(f"checkpoint in {store.folder} does not match its pointer {store.pointer}")
     log = RunLog(out, _context_names(env), every=config.diagnostics_every, tensorboard=False)
-    on_update = log.on_update
+    from lcpo.experiments.snapshots import SnapshotRecorder
+
+    snaps = SnapshotRecorder.create(out, agent, config.steps)  # frozen acting-network snapshots (forgetting)
     probe = None
     if config.probe_every:
-        from lcpo.experiments.forgetting import PolicyProbe
+        from lcpo.experiments.drift import PolicyProbe
 
         probe = PolicyProbe(out, config.probe_every, seed=config.seed)
 
-        def on_update(step, diag):
-            log.on_update(step, diag)
+    def on_update(step, diag):
+        log.on_update(step, diag)
+        if snaps is not None:
+            snaps.on_update(step)
+        if probe is not None:
             probe.on_update(step, agent)
     loop = OnlineLoop(env, agent, config.reset, seed=config.seed, on_update=on_update,
                       on_episode=log.on_episode)
@@ -481,6 +486,8 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         resumed_from = [int(k) for k in state.get("resumed_from", [])] + [int(loop.steps)]
         if probe is not None:
             probe.resume_from(loop.steps)
+        if snaps is not None:
+            snaps.resume_from(loop.steps)
     # every check passed: from here on the folder is written
     if plan.action == "fresh":
         for name in _RUN_OUTPUTS:  # leftovers of a run that stopped before its first checkpoint
@@ -528,6 +535,10 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
     target = config.steps if stop_at is None else min(config.steps, stop_at)
 
     def checkpoint():
+        if snaps is not None:
+            if loop.steps == config.steps:
+                snaps.take(loop.steps)  # the final policy
+            snaps.write()  # before the commit: never behind the committed checkpoint
         store.commit(loop.steps, {"config": config.to_dict(), "agent": agent.state_dict(),
                                   "loop": loop.state_dict(), "log": log.state_dict(),
                                   "wall_time_s": wall_before + time.perf_counter() - start,
@@ -546,6 +557,9 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
     if loop.steps < config.steps:
         return {"interrupted_at": loop.steps}
     wall = wall_before + time.perf_counter() - start
+    if snaps is not None and not config.checkpoint_every:
+        snaps.take(loop.steps)
+        snaps.write()
     log.write(loop.episodes, final=True, last_step=loop.steps)
     lr = lifelong_return(loop.episodes, config.warmup_steps)
     summary = {
