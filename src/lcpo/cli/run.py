@@ -93,8 +93,9 @@ def cmd_run(args) -> int:
     """Execute ``lcpo run``; prints the lifelong return of every run (side by side for several agents)."""
     from lcpo.online.run import RunConfig, resume_plan
 
-    if args.out.exists() and not args.out.is_dir():
-        raise ValueError(f"--out {args.out} is an existing file, not a folder")
+    from lcpo.persistence.outputs import check_output_dir
+
+    check_output_dir(args.out)  # before any work: a one-line error naming the path (created by each run)
     overrides = parse_assignments(args.overrides, "--set")
     env_kwargs = parse_assignments(args.env_kwargs, "--env-arg")
     if len(args.agent) > 1:

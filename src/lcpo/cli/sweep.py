@@ -73,8 +73,12 @@ def run(args: argparse.Namespace) -> int:
     for notice in dict.fromkeys(notices):
         print(notice, file=sys.stderr)
     out = Path(args.out or cfg.out or Path("runs") / cfg.name)
-    if out.exists() and not out.is_dir():
-        print(f"lcpo sweep: error: --out {out} is an existing file, not a folder", file=sys.stderr)
+    from lcpo.persistence.outputs import OutputError, check_output_dir
+
+    try:
+        check_output_dir(out)  # before any run: one line naming the path, nothing written
+    except OutputError as exc:
+        print(f"lcpo sweep: error: {exc}", file=sys.stderr)
         return 2
     if args.only is not None:
         try:

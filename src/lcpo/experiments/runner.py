@@ -336,8 +336,9 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
     if len(set(ids)) != len(ids):
         raise ValueError("duplicate run ids in specs")
     order = specs if only is None else select_runs(specs, only)
-    runs_dir = Path(runs_dir)
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    from lcpo.persistence.outputs import check_output_dir
+
+    runs_dir = check_output_dir(runs_dir, "sweep folder", create=True)
     lock = _lock(runs_dir)
     try:
         write_json_atomic(runs_dir / "sweep.json", {
