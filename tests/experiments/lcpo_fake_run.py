@@ -89,6 +89,8 @@ def execute(config: RunConfig, out_dir, resume: bool = True, progress: bool = Fa
     with (out / "calls.log").open("a") as fh:
         fh.write(f"{state['step']}\n")
     (out / "pid").write_text(str(os.getpid()))
+    if config.env_kwargs.get("import_torch"):
+        import torch  # noqa: F401 - a process that imported torch takes seconds to exit on a busy machine
     if config.agent == "fail":
         raise RuntimeError("fake failure for testing")
     _atomic_json(out / "config.json", config.to_dict())

@@ -168,3 +168,30 @@ def _first_line_seen(proc: subprocess.Popen) -> bool:
             break
         proc._seen += chunk
     return "stopping" in proc._seen
+
+
+@pytest.mark.slow
+def test_dask_sweep_stops_on_sigint_and_its_local_cluster_closes_without_killing_workers(tmp_path):
+    """The Dask backend: a SIGINT stops the sweep the same way (tasks poll a distributed Event), and the
+    LocalCluster it started closes without "Worker process still alive after 4.0 seconds, killing" (its
+    workers imported torch, whose teardown outlasts the nanny's wait on a busy machine)."""
+    pytest.importorskip("dask.distributed")
+    cfg, specs = _config(tmp_path, delay=0.25)
+    cfg.write_text(cfg.read_text() + "import_torch = true\n")
+    runs_dir = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "lcpo.cli.sweep", str(cfg), "--out", str(runs_dir), "--backend",
+                             "dask", "--workers", "2", "--executor", FAKE, "--no-progress"],
+                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _wait_for(lambda: len(list(runs_dir.glob("runs/*/calls.log"))) == 2, timeout=120)
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        assert _wait_for(lambda: not _session(proc.pid), timeout=10), _session(proc.pid)
+    finally:
+        if proc.returncode is None:
+            _kill_session(proc)
+    assert proc.returncode == 130, err
+    assert "still alive" not in err and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("lcpo sweep:")]
+    assert lines[-1].startswith("lcpo sweep: stopped by SIGINT: 2 running run(s) checkpointed where they stood")
+    assert len(list(runs_dir.glob("runs/*/stops.log"))) == 2
