@@ -252,6 +252,30 @@ def _is_finished(runs_dir: Path, run_id: str) -> bool:
     return (run_dir(runs_dir, run_id) / "summary.json").is_file()
 
 
+def _changed_settings(spec: RunSpec, runs_dir: Path) -> list[tuple[str, Any, Any]]:
+    """``[(key, sweep's value, run's value), ...]`` where the configuration a finished run's ``summary.json``
+    records differs from the sweep's spec (e.g. ``steps`` after ``lcpo resume RUNS_DIR --steps N``); keys on one
+    side only are not compared (defaults an executor leaves out)."""
+    try:
+        ran = json.loads((run_dir(runs_dir, spec.run_id) / "summary.json").read_text()).get("config")
+    except (OSError, ValueError, AttributeError):
+        return []  # unreadable: the store reports it
+    if not isinstance(ran, dict):
+        return []
+    want = json.loads(json.dumps(dict(spec.config), default=str))
+    return [(k, want[k], ran[k]) for k in sorted(set(want) & set(ran)) if want[k] != ran[k]]
+
+
+def _changed_warning(changed: list[tuple[str, list]], runs_dir: Path) -> str:
+    """One line about finished runs whose settings no longer match the sweep config."""
+    kinds = sorted({", ".join(f"{k} {json.dumps(a)} -> {json.dumps(b)}" for k, a, b in diffs) for _, diffs in changed})
+    shown = "; ".join(kinds[:3]) + (f"; and {len(kinds) - 3} more" if len(kinds) > 3 else "")
+    return (f"lcpo sweep: warning: {len(changed)} finished run(s) in {runs_dir} ran with other settings than this "
+            f"config ({shown}; e.g. {changed[0][0]}), changed after the sweep ran them (`lcpo resume --steps`); "
+            "they are skipped and kept as they ran, and results.parquet records the settings each one ran with. "
+            "To run this config as it is, use another --out")
+
+
 class _Progress:
     """tqdm bar over all specs with done/running/failed counts; tqdm's rate gives the ETA."""
 
@@ -673,9 +697,15 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
             "specs": [{"run_id": s.run_id, "config": dict(s.config)} for s in specs],
         })
         outcomes: dict[str, RunOutcome] = {}
+        changed = []
         for spec in specs:
             if _is_finished(runs_dir, spec.run_id):
                 outcomes[spec.run_id] = RunOutcome(spec.run_id, "skipped")
+                diffs = _changed_settings(spec, runs_dir)
+                if diffs:
+                    changed.append((spec.run_id, diffs))
+        if changed:
+            print(_changed_warning(changed, runs_dir), file=sys.stderr)
         todo = [spec for spec in order if spec.run_id not in outcomes]
         selected = {spec.run_id for spec in todo}
         for spec in specs:
