@@ -195,3 +195,20 @@ def test_dask_sweep_stops_on_sigint_and_its_local_cluster_closes_without_killing
     lines = [line for line in err.splitlines() if line.startswith("lcpo sweep:")]
     assert lines[-1].startswith("lcpo sweep: stopped by SIGINT: 2 running run(s) checkpointed where they stood")
     assert len(list(runs_dir.glob("runs/*/stops.log"))) == 2
+
+
+@pytest.mark.slow
+def test_workers_stop_by_themselves_when_the_sweep_process_is_killed(tmp_path):
+    """kill -9 of the sweep process alone: its workers notice, checkpoint their runs and exit."""
+    cfg, specs = _config(tmp_path, delay=0.25)
+    runs_dir = tmp_path / "runs"
+    proc = _start(cfg, runs_dir)
+    try:
+        assert _wait_for(lambda: len(_started(runs_dir, specs)) == 2), "the two workers never started a run"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        # orphans are reparented (and reaped by whoever adopts them): none may still be running
+        assert _wait_for(lambda: all(state == "Z" for state in _session(proc.pid).values()), timeout=30)
+    finally:
+        _kill_session(proc)
+    assert all((run_dir(runs_dir, rid) / "stops.log").exists() for rid in _started(runs_dir, specs))
