@@ -4,6 +4,9 @@ ran with other settings, while results.parquet keeps each run's settings and res
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import pandas as pd
 import pytest
 
@@ -16,18 +19,20 @@ SWEEP = {"name": "t", "envs": ["lcpo/WindyPendulum-v0"], "traces": ["wind-1", "w
          "agents": ["a2c"], "seeds": 1, "steps": 200, "checkpoint_every": 100}
 
 
-@pytest.fixture
-def extended_sweep(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def extended_sweep(tmp_path_factory):
     """A finished two-run sweep folder (the runs executed in this process, as a sweep worker executes them),
     then extended by `lcpo resume RUNS_DIR --steps 400`; returns (runs_dir, specs, resume's stdout)."""
     specs = expand(parse_config(SWEEP))
-    runs_dir = tmp_path / "sweep"
+    runs_dir = tmp_path_factory.mktemp("extended") / "sweep"
     for spec in specs:
         execute(RunConfig.from_dict(spec.config), run_dir(runs_dir, spec.run_id))
-    assert {o.status for o in run_sweep(specs, runs_dir, progress=False)} == {"skipped"}  # manifest and store
-    capsys.readouterr()
-    assert main(["resume", str(runs_dir), "--steps", "400", "--no-progress"]) == 0
-    return runs_dir, specs, capsys.readouterr().out
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert {o.status for o in run_sweep(specs, runs_dir, progress=False)} == {"skipped"}  # manifest, store
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["resume", str(runs_dir), "--steps", "400", "--no-progress"]) == 0
+    return runs_dir, specs, out.getvalue()
 
 
 def test_multi_run_resume_table_names_env_and_trace(extended_sweep):

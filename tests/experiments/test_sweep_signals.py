@@ -27,12 +27,12 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="ne
 
 
 def _config(tmp_path: Path, delay: float, stop_delay: float = 0.0) -> tuple[Path, list]:
-    d = {"name": "t", "steps": 1200, "seeds": 3, "envs": ["lcpo/WindyPendulum-v0"], "traces": ["wind-1"],
+    d = {"name": "t", "steps": 1200, "seeds": 2, "envs": ["lcpo/WindyPendulum-v0"], "traces": ["wind-1"],
          "agents": ["lcpo", "a2c"], "checkpoint_every": 400, "warmup_steps": 400,
          "env_kwargs": {"lcpo/WindyPendulum-v0": {"delay": delay, "stop_delay": stop_delay}}}
     path = tmp_path / "sweep.toml"
     path.write_text(
-        'name = "t"\nsteps = 1200\nseeds = 3\nenvs = ["lcpo/WindyPendulum-v0"]\ntraces = ["wind-1"]\n'
+        'name = "t"\nsteps = 1200\nseeds = 2\nenvs = ["lcpo/WindyPendulum-v0"]\ntraces = ["wind-1"]\n'
         'agents = ["lcpo", "a2c"]\ncheckpoint_every = 400\nwarmup_steps = 400\n'
         f'[env_kwargs."lcpo/WindyPendulum-v0"]\ndelay = {delay}\nstop_delay = {stop_delay}\n')
     return path, expand(parse_config(d, executor=FAKE), executor=FAKE)
@@ -113,7 +113,7 @@ def test_a_signal_stops_the_sweep_checkpoints_running_runs_and_leaves_no_process
     lines = err.strip().splitlines()
     assert "Traceback" not in err and len(lines) == 2, err  # "stopping ..." when it came, and the last line
     assert lines[-1].startswith(f"lcpo sweep: stopped by {signal.Signals(signum).name}: 2 running run(s) "
-                                "checkpointed where they stood, 4 not started")
+                                "checkpointed where they stood, 2 not started")
     assert lines[-1].endswith(f"to resume: lcpo sweep {cfg} --out {runs_dir} --workers 2 --executor {FAKE}")
     assert _started(runs_dir, specs) == running  # no new run started after the signal
     for rid in running:  # each stopped at a checkpoint of its last finished episode
