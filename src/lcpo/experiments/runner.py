@@ -452,13 +452,18 @@ def _run_local(todo: Sequence[RunSpec], runs_dir: Path, executor: str, workers: 
         parent_conn, child_conn = ctx.Pipe()
         proc = ctx.Process(target=_local_worker, args=(child_conn, flag, os.getpid()), name="lcpo-sweep-worker")
         # the child inherits an ignored SIGINT from its start (Python keeps it ignored), so a Ctrl-C to the
-        # group while it starts up prints no traceback; this process's handler is back right after
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if stop._old else None
+        # group while it starts up prints no traceback. Meanwhile this process blocks the two signals: Linux
+        # keeps a blocked signal pending even while it is ignored, and delivers it to the handler restored below
+        old = None
+        if stop._old:
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             proc.start()
         finally:
             if old is not None:
                 signal.signal(signal.SIGINT, old)
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         child_conn.close()
         pool.append(_Worker(proc, parent_conn))
 
