@@ -93,8 +93,9 @@ def cmd_run(args) -> int:
     """Execute ``lcpo run``; prints the lifelong return of every run (side by side for several agents)."""
     from lcpo.online.run import RunConfig, resume_plan
 
-    if args.out.exists() and not args.out.is_dir():
-        raise ValueError(f"--out {args.out} is an existing file, not a folder")
+    from lcpo.persistence.outputs import check_output_dir
+
+    check_output_dir(args.out)  # before any work: a one-line error naming the path (created by each run)
     overrides = parse_assignments(args.overrides, "--set")
     env_kwargs = parse_assignments(args.env_kwargs, "--env-arg")
     if len(args.agent) > 1:
@@ -129,15 +130,37 @@ def _execute_all(planned: list, resume: bool, progress: bool) -> None:
             _announce_offline_training(cfg)
         summary = execute(cfg, out, resume=resume, progress=progress,
                           on_message=lambda msg: print(msg, file=sys.stderr))
-        results.append((cfg.agent, cfg.seed, summary, out))
+        results.append((cfg, summary, out))
         print(f"{cfg.agent} seed {cfg.seed}: lifelong return {_fmt(summary['lifelong_return'])} over "
               f"{_scored(summary, cfg.warmup_steps)}, {summary['steps_per_s']:.0f} steps/s -> {out}",
               file=sys.stderr)
-    w = max([10] + [len(agent) for agent, *_ in results])
-    print(f"{'agent':<{w}} {'seed':>4} {'lifelong return':>16} {'episodes':>9} {'steps/s':>9} {'constrained':>11}")
-    for agent, seed, s, _ in results:
-        print(f"{agent:<{w}} {seed:>4} {_fmt(s['lifelong_return']):>16} {s['episodes']:>9} "
-              f"{s['steps_per_s']:>9.0f} {s['constrained_fraction']:>11.2f}")
+    print(_results_table(results))
+
+
+def _results_table(results: list) -> str:
+    """The side-by-side table of ``(RunConfig, summary, out)`` results: agent, seed, lifelong return, episodes,
+    steps/s, constrained fraction; with ``env`` and ``trace`` columns when the runs differ in them (a sweep
+    folder given to ``lcpo resume``), and a ``run`` column (the folder's name) when rows would still look alike
+    (runs that differ only in hyperparameters)."""
+    def trace_of(cfg, summary):
+        return cfg.trace or (summary.get("trace") or {}).get("name") or "default"
+
+    keys = [("env", lambda c, s, o: c.env), ("trace", lambda c, s, o: trace_of(c, s))]
+    shown = [(name, fn) for name, fn in keys if len({fn(*r) for r in results}) > 1]
+    ids = [tuple(fn(*r) for _, fn in shown) + (r[0].agent, r[0].seed) for r in results]
+    if len(set(ids)) < len(ids):
+        shown.append(("run", lambda c, s, o: o.name))
+    cols = [(name, [str(fn(*r)) for r in results]) for name, fn in shown]
+    widths = [max([len(name)] + [len(v) for v in values]) for name, values in cols]
+    w = max([10] + [len(c.agent) for c, *_ in results])
+    lead = "".join(f"{name:<{wd}} " for (name, _), wd in zip(cols, widths))
+    lines = [f"{lead}{'agent':<{w}} {'seed':>4} {'lifelong return':>16} {'episodes':>9} {'steps/s':>9} "
+             f"{'constrained':>11}"]
+    for i, (cfg, s, _) in enumerate(results):
+        lead = "".join(f"{values[i]:<{wd}} " for (_, values), wd in zip(cols, widths))
+        lines.append(f"{lead}{cfg.agent:<{w}} {cfg.seed:>4} {_fmt(s['lifelong_return']):>16} {s['episodes']:>9} "
+                     f"{s['steps_per_s']:>9.0f} {s['constrained_fraction']:>11.2f}")
+    return "\n".join(lines)
 
 
 def add_resume_parser(subparsers) -> argparse.ArgumentParser:

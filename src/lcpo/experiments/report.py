@@ -759,8 +759,9 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
     if missing:
         raise ValueError(f"runs table lacks columns {sorted(missing)}; is it a results store?")
     code = check_code(runs, allow_mixed_code)  # before anything is written
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    from lcpo.persistence.outputs import check_output_dir
+
+    out_dir = check_output_dir(out_dir, create=True)
     done = _done(runs)
     schemes = _ordered_schemes(runs)
     table = lifelong_table(runs, confidence=confidence, seed=seed)
@@ -873,6 +874,9 @@ def report(runs_dir: str | Path, out_dir: str | Path, *, confidence: float = 0.9
     if not runs_dir.is_dir():
         raise FileNotFoundError(f"{runs_dir}: no such sweep folder")
     runs, episodes = load_store(runs_dir, write=False)
+    from lcpo.persistence.outputs import check_output_dir
+
+    check_output_dir(out_dir)  # before anything is written: one line naming the path
     if title is None:
         manifest = runs_dir / "sweep.json"
         name = json.loads(manifest.read_text()).get("name", runs_dir.name) if manifest.is_file() else runs_dir.name

@@ -137,16 +137,35 @@ def make_run_env(config: RunConfig):
     return make_env(config.env, **run_env_kwargs(config.env, config.trace, config.trace_length, config.env_kwargs))
 
 
-def _run_with_checkpoints(loop: OnlineLoop, target: int, config: RunConfig, checkpoint) -> None:
+#: Steps between two looks at a run's ``should_stop`` (:func:`execute`): a stop request is seen within this many
+#: steps (well under a second for the bundled environments and agents), and each look costs one function call.
+STOP_POLL_STEPS = 250
+
+
+def _run_with_checkpoints(loop: OnlineLoop, target: int, config: RunConfig, checkpoint,
+                          should_stop: Callable[[], bool] | None = None) -> bool:
     """Step ``loop`` to ``target``, checkpointing at every multiple of ``config.checkpoint_every`` and at
     ``target`` (an early stop, or the run's end: a finished run keeps its final checkpoint, from which it can
-    be extended)."""
+    be extended). With ``should_stop``, it is asked every :data:`STOP_POLL_STEPS` steps; once it says True the
+    run is checkpointed where it stands (a resume from any step is exact) and stops.
+
+    Returns:
+        True if ``should_stop`` stopped the run before ``target``.
+    """
     every = config.checkpoint_every
     while loop.steps < target:
         nxt = target if not every else min(target, (loop.steps // every + 1) * every)
+        if should_stop is not None:
+            nxt = min(nxt, loop.steps + STOP_POLL_STEPS)
         loop.run(nxt)
-        if every and (loop.steps % every == 0 or loop.steps == target):
+        due = bool(every) and (loop.steps % every == 0 or loop.steps == target)
+        if due:
             checkpoint()
+        if should_stop is not None and loop.steps < target and should_stop():
+            if every and not due:
+                checkpoint()
+            return True
+    return False
 
 
 _UNSET = "(unset)"
@@ -377,7 +396,8 @@ def _context_names(env) -> tuple[str, ...]:
 def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progress: bool = False,
             threads: int | None = 1, stop_at: int | None = None,
             on_progress: Callable[[int, float], None] | None = None,
-            on_message: Callable[[str], None] | None = None) -> dict:
+            on_message: Callable[[str], None] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> dict:
     """Run one online run into ``out_dir`` and return its summary.
 
     The folder is locked for the whole call (:class:`lcpo.persistence.runlock.RunLock`: a second writer is refused with
@@ -396,6 +416,10 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
         on_progress: optional ``(steps_done, recent_return)`` callback after every episode.
         on_message: optional callback receiving one-line notes (resumed from step k, extended, started afresh,
             already finished).
+        should_stop: optional callable asked every :data:`STOP_POLL_STEPS` steps (a sweep worker's stop flag,
+            set by SIGINT/SIGTERM): once it returns True the run writes a checkpoint where it stands (unless
+            ``checkpoint_every`` is 0) and returns ``{"interrupted_at": steps}`` without a summary; resuming it
+            later gives the uninterrupted run's results.
 
     Returns:
         The summary dict (also written to ``summary.json``): ``lifelong_return``, ``episodes``,
@@ -429,7 +453,8 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
                 break
         raise
     try:
-        return _execute_locked(config, out, resume, progress, threads, stop_at, on_progress, on_message)
+        return _execute_locked(config, out, resume, progress, threads, stop_at, on_progress, on_message,
+                               should_stop)
     except BaseException:
         if created:
             _remove_failed(out, created)
@@ -439,7 +464,7 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
 
 
 def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, threads: int | None,
-                    stop_at: int | None, on_progress, on_message) -> dict:
+                    stop_at: int | None, on_progress, on_message, should_stop=None) -> dict:
     summary_path = out / "summary.json"
     plan = resume_plan(config, out, resume)
     say = on_message or (lambda msg: None)
@@ -548,7 +573,7 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
 
     try:
         with limit_threads(threads):  # one core per run (see lcpo.online.threads)
-            _run_with_checkpoints(loop, target, config, checkpoint)
+            _run_with_checkpoints(loop, target, config, checkpoint, should_stop)
     finally:
         if bar is not None:
             bar.update(loop.steps - last[0])
