@@ -104,6 +104,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         import uvicorn
     except ImportError:
         raise ValueError("lcpo serve needs its extra: pip install 'lcpo[serve]'") from None
+    import signal
     import sys
 
     from lcpo.cli.run import parse_assignments
@@ -125,6 +126,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"lcpo serve: {args.agent} on {args.env or args.spec} at http://{args.host}:{args.port} "
               f"(state {args.state}: {server.replayed} log records replayed, policy version "
               f"{server.learner.snapshot.version})", file=sys.stderr, flush=True)
+        # uvicorn drains on SIGTERM, runs the lifespan shutdown (learner drained, checkpoint), restores the
+        # handler it found and raises the signal again: this no-op handler turns that into a normal exit 0
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
         uvicorn.Server(config).run()
     finally:
         server.close()
