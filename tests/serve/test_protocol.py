@@ -274,3 +274,21 @@ def test_straggler_through_the_server_equals_in_process_learning(tmp_path, agent
         ref_sd, got_sd = getattr(ref, k).state_dict(), getattr(got, k).state_dict()
         for name in ref_sd:
             assert ref_sd[name].equal(got_sd[name]), f"{k}.{name}"
+
+
+def test_batch_applies_steps_in_order_and_refuses_each_bad_one_alone(tmp_path):
+    server, client = _serve(tmp_path)
+    with client:
+        steps = [{"stream": "a", "obs": [0, 0, 0]}, {"stream": "b", "obs": [0, 0, 0]},
+                 {"stream": "a", "obs": [1, 0, 0], "reward": 1.0},
+                 {"stream": "b", "obs": [0, float("inf"), 0], "reward": 1.0},  # refused alone
+                 {"stream": "b", "obs": [0, 1, 0], "reward": 2.0}]
+        body = json.dumps({"steps": steps}).replace("Infinity", "1e999")
+        r = client.post("/v1/batch", content=body, headers={"content-type": "application/json"})
+        res = r.json()["results"]
+        assert [x.get("decision") for x in res] == ["d0", "d1", "d2", None, "d3"]
+        assert res[3]["status"] == 422 and res[3]["field"] == "steps[3].obs[1]"
+        st = client.get("/v1/status").json()
+        assert (st["steps"], st["decisions"], st["refused"]) == (2, 4, 1)
+        assert client.post("/v1/batch", json={"steps": []}).status_code == 422
+        assert client.get("/v1/step").status_code == 405

@@ -7,6 +7,7 @@ Endpoints (schema at ``GET /openapi.json``; protocol rules in :mod:`lcpo.serve.p
 ``POST /v1/act``      ``{"stream", "obs"}`` -> ``{"action", "decision", "policy_version"}``
 ``POST /v1/observe``  ``{"decision", "reward", "next_obs", "terminated", "truncated", ["info"]}`` ->
                       ``{"steps", "policy_version"}``
+``POST /v1/batch``    ``{"steps": [step, ...]}`` -> ``{"results": [answer or error, ...]}`` (many streams, one request)
 ``GET /v1/status``    counters, learner state, last update diagnostics
 ``GET /metrics``      the same in Prometheus text format
 
@@ -277,6 +278,30 @@ class Server:
         self._commit(rec)
         return {"steps": self.state.transitions, "policy_version": self.learner.snapshot.version}
 
+    def batch(self, body: Any) -> dict:
+        """Handle ``/v1/batch``: ``{"steps": [step body, ...]}`` (up to 1,024), applied in order, each exactly as
+        one ``/v1/step``; answers ``{"results": [...]}`` with, per step, its answer or ``{"error", "field",
+        "status"}`` (a refused step changes nothing; the others are unaffected).
+
+        Raises:
+            RequestError: 422 when ``steps`` is missing, not a list, empty or too long.
+        """
+        if not isinstance(body, dict) or set(body) != {"steps"}:
+            raise RequestError(422, "a batch is {\"steps\": [step, ...]} and nothing else", "steps")
+        steps = body["steps"]
+        if not isinstance(steps, list) or not 1 <= len(steps) <= 1024:
+            raise RequestError(422, f"steps must be a list of 1 to 1024 step objects, got "
+                                    f"{len(steps) if isinstance(steps, list) else type(steps).__name__}", "steps")
+        results = []
+        for k, item in enumerate(steps):
+            try:
+                results.append(self.step(item))
+            except RequestError as exc:
+                self.counts["refused"] += 1
+                results.append({"error": str(exc), "field": None if exc.field is None else f"steps[{k}].{exc.field}",
+                                "status": exc.status})
+        return {"results": results}
+
     # -- reading -------------------------------------------------------------------------------------------------
     def status(self) -> dict:
         """Counters and learner state (``GET /v1/status``)."""
@@ -334,68 +359,74 @@ class Server:
             self._lock.release()
 
 
-def _error(exc: RequestError):
-    from starlette.responses import JSONResponse
-
-    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return JSONResponse({"error": str(exc), "field": exc.field}, status_code=exc.status, headers=headers)
+def _error_body(exc: RequestError) -> bytes:
+    return json.dumps({"error": str(exc), "field": exc.field}).encode()
 
 
 def create_app(server: Server):
-    """The Starlette application around ``server``; its shutdown closes the server (drain, checkpoint)."""
+    """The ASGI application around ``server``; its shutdown closes the server (drain, checkpoint).
+
+    The POST endpoints are served by a plain ASGI function (headers read from the scope, the body gathered up
+    to ``max_body``, one JSON answer) in front of a Starlette application that serves the GET endpoints and
+    the lifespan: the decision path then costs the server tens of microseconds less per request.
+    """
     from starlette.applications import Starlette
-    from starlette.responses import JSONResponse, PlainTextResponse, Response
+    from starlette.responses import JSONResponse, PlainTextResponse
     from starlette.routing import Route
 
     cfg = server.cfg
     token = None if cfg.token is None else cfg.token.encode()
     max_body = int(cfg.max_body)
 
-    def authorize(request) -> None:
+    def authorize(headers: dict) -> None:
         if token is None:
             return
-        got = request.headers.get("authorization", "")
-        if not (got.startswith("Bearer ") and hmac.compare_digest(got[7:].encode(), token)):
+        got = headers.get(b"authorization", b"")
+        if not (got.startswith(b"Bearer ") and hmac.compare_digest(got[7:], token)):
             raise RequestError(401, "missing or wrong bearer token (header 'Authorization: Bearer TOKEN')",
                                "authorization")
 
-    async def read_json(request) -> Any:
-        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if ctype != "application/json":
-            raise RequestError(415, f"content-type must be application/json, got {ctype or 'none'!r}",
+    handlers = {"/v1/step": server.step, "/v1/act": server.act, "/v1/observe": server.observe,
+                "/v1/batch": server.batch}
+
+    async def read_json(headers: dict, receive) -> Any:
+        ctype = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        if ctype != b"application/json":
+            raise RequestError(415, f"content-type must be application/json, got {ctype.decode('latin-1') or 'none'!r}",
                                "content-type")
-        length = request.headers.get("content-length")
+        length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > max_body:
-            raise RequestError(413, f"request body of {length} bytes exceeds the limit of {max_body}", "body")
-        chunks, size = [], 0
-        async for chunk in request.stream():
+            raise RequestError(413, f"request body of {int(length)} bytes exceeds the limit of {max_body}", "body")
+        chunks, size, more = [], 0, True
+        while more:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                raise RequestError(400, "the client disconnected before sending the whole body", "body")
+            chunk = msg.get("body", b"")
             size += len(chunk)
             if size > max_body:
                 raise RequestError(413, f"request body exceeds the limit of {max_body} bytes", "body")
             chunks.append(chunk)
+            more = msg.get("more_body", False)
         try:
-            return json.loads(b"".join(chunks))
+            return json.loads(chunks[0] if len(chunks) == 1 else b"".join(chunks))
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise RequestError(400, f"the request body is not JSON ({str(exc).splitlines()[0][:120]})", "body") \
                 from None
 
-    def post(handler):
-        async def endpoint(request):
-            try:
-                authorize(request)
-                body = await read_json(request)
-                return JSONResponse(handler(body))
-            except RequestError as exc:
-                server.counts["refused"] += 1
-                return _error(exc)
-        return endpoint
+    async def send_json(send, status: int, body: bytes, extra: tuple = ()) -> None:
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                *extra]})
+        await send({"type": "http.response.body", "body": body})
 
     def get(handler, text: bool = False):
         async def endpoint(request):
             try:
-                authorize(request)
+                authorize({k.encode("latin-1"): v.encode("latin-1") for k, v in request.headers.items()})
             except RequestError as exc:
-                return _error(exc)
+                return JSONResponse({"error": str(exc), "field": exc.field}, status_code=401,
+                                    headers={"WWW-Authenticate": "Bearer"})
             out = handler()
             return PlainTextResponse(out, media_type="text/plain; version=0.0.4") if text else JSONResponse(out)
         return endpoint
@@ -406,15 +437,35 @@ def create_app(server: Server):
         server.close()
 
     routes = [
-        Route("/v1/step", post(server.step), methods=["POST"]),
-        Route("/v1/act", post(server.act), methods=["POST"]),
-        Route("/v1/observe", post(server.observe), methods=["POST"]),
         Route("/v1/status", get(server.status), methods=["GET"]),
         Route("/metrics", get(server.metrics, text=True), methods=["GET"]),
         Route("/openapi.json", get(lambda: OPENAPI), methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
-    app.state.server = server
+    inner = Starlette(routes=routes, lifespan=lifespan)
+    inner.state.server = server
+
+    async def app(scope, receive, send):
+        handler = handlers.get(scope.get("path")) if scope["type"] == "http" else None
+        if handler is None:
+            await inner(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            await send_json(send, 405, b'{"error": "method not allowed: use POST", "field": null}',
+                            ((b"allow", b"POST"),))
+            return
+        headers = dict(scope["headers"])
+        try:
+            authorize(headers)
+            body = await read_json(headers, receive)
+            out = handler(body)
+        except RequestError as exc:
+            server.counts["refused"] += 1
+            await send_json(send, exc.status, _error_body(exc),
+                            ((b"www-authenticate", b"Bearer"),) if exc.status == 401 else ())
+            return
+        await send_json(send, 200, json.dumps(out).encode())
+
+    app.state = inner.state  # type: ignore[attr-defined]
     return app
 
 
@@ -468,6 +519,14 @@ OPENAPI: dict = {
                                                     "truncated": {"type": "boolean"}, "info": _INFO}},
                                     {"type": "object", "properties": {"steps": {"type": "integer"},
                                                                       "policy_version": {"type": "integer"}}})},
+        "/v1/batch": {"post": _op("Up to 1,024 steps in one request, applied in order, each as one /v1/step",
+                                  {"type": "object", "required": ["steps"], "additionalProperties": False,
+                                   "properties": {"steps": {"type": "array", "maxItems": 1024,
+                                                            "items": {"$ref": "#/paths/~1v1~1step/post/requestBody/"
+                                                                              "content/application~1json/schema"}}}},
+                                  {"type": "object", "properties": {"results": {"type": "array", "items": {
+                                      "oneOf": [_DECISION, {**_ERROR, "properties": {
+                                          **_ERROR["properties"], "status": {"type": "integer"}}}]}}}})},
         "/v1/status": {"get": _op("Counters, learner state and the last update's diagnostics", None,
                                   {"type": "object"}, codes=(401,))},
         "/metrics": {"get": {"summary": "Prometheus text format", "responses": {"200": {

@@ -100,22 +100,32 @@ class Spaces:
                                field)
         if len(value) != self.obs_dim:
             raise RequestError(422, f"{field} must have {self.obs_dim} entries, got {len(value)}", field)
-        for i, x in enumerate(value):
-            if isinstance(x, bool) or not isinstance(x, (int, float)):
-                raise RequestError(422, f"{field}[{i}] must be a number, got {x!r}", f"{field}[{i}]")
-        try:
-            arr = np.asarray(value, dtype=np.float32)
-        except OverflowError:
-            arr = np.full(self.obs_dim, np.inf, dtype=np.float32)
+        arr = None
+        if all(type(x) is float or type(x) is int for x in value):  # not bool, str (which NumPy would parse)
+            try:
+                with np.errstate(over="ignore"):  # a float beyond float32's range becomes inf: refused below
+                    arr = np.array(value, dtype=np.float32)
+            except (TypeError, ValueError, OverflowError):
+                arr = None
+        if arr is None or arr.shape != (self.obs_dim,):
+            for i, x in enumerate(value):
+                if isinstance(x, bool) or not isinstance(x, (int, float)):
+                    raise RequestError(422, f"{field}[{i}] must be a number, got {_show(x)}", f"{field}[{i}]")
+            arr = np.full(self.obs_dim, np.inf, dtype=np.float32)  # (an int too large for float32 stays inf)
+            for i, x in enumerate(value):
+                try:
+                    arr[i] = x
+                except OverflowError:
+                    pass
         bad = ~np.isfinite(arr)
         if bad.any():
             i = int(np.argmax(bad))
-            raise RequestError(422, f"{field}[{i}] must be finite, got {value[i]!r}", f"{field}[{i}]")
+            raise RequestError(422, f"{field}[{i}] must be finite, got {_show(value[i])}", f"{field}[{i}]")
         if self.bounded:
             out = (arr < self.low) | (arr > self.high)
             if out.any():
                 i = int(np.argmax(out))
-                raise RequestError(422, f"{field}[{i}] = {value[i]!r} is outside the observation space's bounds "
+                raise RequestError(422, f"{field}[{i}] = {_show(value[i])} is outside the observation space's bounds "
                                         f"[{self.low[i]}, {self.high[i]}]", f"{field}[{i}]")
         return arr
 
@@ -124,12 +134,18 @@ class Spaces:
         return np.int64(logged) if self.discrete else np.asarray(logged, dtype=np.int64)
 
 
+def _show(x: Any) -> str:
+    """``repr(x)`` cut to 40 characters (messages quote client values)."""
+    r = repr(x)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
 def _fields(body: Any, required: tuple, optional: tuple) -> dict:
     if not isinstance(body, dict):
         raise RequestError(400, f"the request body must be a JSON object, got {type(body).__name__}")
     unknown = sorted(set(body) - set(required) - set(optional))
     if unknown:
-        raise RequestError(422, f"unknown field {unknown[0]!r}; allowed: {', '.join(required + optional)}", unknown[0])
+        raise RequestError(422, f"unknown field {_show(unknown[0])}; allowed: {', '.join(required + optional)}", unknown[0])
     for k in required:
         if k not in body:
             raise RequestError(422, f"missing field {k!r}", k)
@@ -139,7 +155,7 @@ def _fields(body: Any, required: tuple, optional: tuple) -> dict:
 def _bool(body: dict, k: str) -> bool:
     v = body.get(k, False)
     if not isinstance(v, bool):
-        raise RequestError(422, f"{k} must be true or false, got {v!r}", k)
+        raise RequestError(422, f"{k} must be true or false, got {_show(v)}", k)
     return v
 
 
@@ -147,7 +163,7 @@ def _reward(v: Any, nullable: bool) -> float | None:
     if v is None and nullable:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise RequestError(422, f"reward must be a number{' or null' if nullable else ''}, got {v!r}", "reward")
+        raise RequestError(422, f"reward must be a number{' or null' if nullable else ''}, got {_show(v)}", "reward")
     try:
         v = float(v)
     except OverflowError:
@@ -161,7 +177,7 @@ def _info(v: Any) -> dict | None:
     if v is None:
         return None
     if not isinstance(v, dict):
-        raise RequestError(422, f"info must be an object with keys among {list(INFO_KEYS)}, got {v!r}", "info")
+        raise RequestError(422, f"info must be an object with keys among {list(INFO_KEYS)}, got {_show(v)}", "info")
     unknown = sorted(set(v) - set(INFO_KEYS))
     if unknown:
         raise RequestError(422, f"unknown field 'info.{unknown[0]}'; allowed: {', '.join(INFO_KEYS)}",
@@ -170,11 +186,11 @@ def _info(v: Any) -> dict | None:
     if "gamma" in v:
         g = v["gamma"]
         if isinstance(g, bool) or not isinstance(g, (int, float)) or not (0.0 <= float(g) <= 1.0):
-            raise RequestError(422, f"info.gamma must be a number in [0, 1], got {g!r}", "info.gamma")
+            raise RequestError(422, f"info.gamma must be a number in [0, 1], got {_show(g)}", "info.gamma")
         out["gamma"] = float(g)
     if "forced" in v:
         if not isinstance(v["forced"], bool):
-            raise RequestError(422, f"info.forced must be true or false, got {v['forced']!r}", "info.forced")
+            raise RequestError(422, f"info.forced must be true or false, got {_show(v['forced'])}", "info.forced")
         out["forced"] = v["forced"]
     return out
 
@@ -195,7 +211,7 @@ def parse_decision(v: Any) -> int:
         RequestError: 422 for a malformed id.
     """
     if not isinstance(v, str) or not re.fullmatch(r"d(0|[1-9][0-9]{0,17})", v):
-        raise RequestError(422, f"decision must be an id like 'd42' as answered by /v1/act, got {v!r}", "decision")
+        raise RequestError(422, f"decision must be an id like 'd42' as answered by /v1/act, got {_show(v)}", "decision")
     return int(v[1:])
 
 
@@ -225,7 +241,7 @@ class ServerState:
     def _stream(self, body: dict) -> str:
         s = body["stream"]
         if not isinstance(s, str) or not STREAM_RE.match(s):
-            raise RequestError(422, f"stream must be 1-128 characters of letters, digits and . _ : @ / -, got {s!r}",
+            raise RequestError(422, f"stream must be 1-128 characters of letters, digits and . _ : @ / -, got {_show(s)}",
                                "stream")
         return s
 
