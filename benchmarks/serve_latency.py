@@ -13,7 +13,9 @@ Two measurements:
    concurrent streams, each stream sending on a fixed schedule; latency is from sending a request to reading
    its whole answer (a request sent late because the previous one of its stream was slow is timed from its
    send, and the achieved rate is reported next to the target).
-2. **Sustained throughput**: 64 streams sending as fast as answers come back, for ``--seconds``.
+2. **Sustained throughput**: 64 streams sending ``/v1/step`` as fast as answers come back, for ``--seconds``;
+   and 256 streams carried by 4 connections, each sending ``POST /v1/batch`` with one step of 64 streams
+   (a proxy that gathers its pending decisions into one request); latency is then per batch.
 
 Each row also reports the updates that ran during it. Usage::
 
@@ -83,6 +85,27 @@ class Stream:
         return dt
 
 
+class BatchStream(Stream):
+    """One connection carrying ``width`` streams, all stepped by each ``POST /v1/batch``."""
+
+    def __init__(self, name: str, port: int, rng: np.random.Generator, width: int):
+        super().__init__(name, port, rng)
+        self.width = width
+
+    def _request(self) -> bytes:
+        steps = []
+        for k in range(self.width):
+            body = {"stream": f"{self.name}-{k}", "obs": self.rng.uniform(0.0, 2.0, 32).round(3).tolist()}
+            if not self.first:
+                body["reward"] = float(-self.rng.random())
+                body["info"] = {"gamma": 0.9}
+            steps.append(body)
+        self.first = False
+        data = json.dumps({"steps": steps}).encode()
+        return (b"POST /v1/batch HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(data)) + data
+
+
 async def _paced(streams, rate_per_stream: float, seconds: float) -> list[float]:
     lat: list[float] = []
 
@@ -124,9 +147,12 @@ def _status(port: int) -> dict:
         return json.loads(r.read())
 
 
-async def _measure(port: int, n_streams: int, seconds: float, rate: float | None, tag: str) -> dict:
+async def _measure(port: int, n_streams: int, seconds: float, rate: float | None, tag: str, batch: int = 0) -> dict:
     rng = np.random.default_rng(n_streams)
-    streams = [Stream(f"{tag}-{n_streams}-{i}", port, rng) for i in range(n_streams)]
+    if batch:
+        streams = [BatchStream(f"{tag}-{i}", port, rng, batch) for i in range(n_streams // batch)]
+    else:
+        streams = [Stream(f"{tag}-{n_streams}-{i}", port, rng) for i in range(n_streams)]
     for s in streams:
         await s.connect()
         await s.step()  # the stream's first step (reward null)
@@ -138,7 +164,8 @@ async def _measure(port: int, n_streams: int, seconds: float, rate: float | None
     for s in streams:
         s.writer.close()
     ms = np.asarray(lat) * 1e3
-    return {"streams": n_streams, "target_per_s": rate, "achieved_per_s": len(lat) / wall,
+    return {"streams": n_streams, "batch": batch, "target_per_s": rate,
+            "achieved_per_s": len(lat) * max(batch, 1) / wall,
             "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
             "max_ms": float(ms.max()), "requests": len(lat), "updates": after["updates"] - before["updates"],
             "last_update_s": after["last_update_s"], "learner_lag_end": after["records"] - after["learner_position"]}
@@ -175,16 +202,20 @@ def main(argv=None) -> int:
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
         rows.append(asyncio.run(_measure(port, 64, args.seconds, None, "flat")))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        rows.append(asyncio.run(_measure(port, 256, args.seconds, None, "batch", batch=64)))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     finally:
         server.terminate()
         server.wait(timeout=120)
     print(f"lcpo serve, {args.agent} on the straggler spaces (rollout {args.rollout}, fsync {args.fsync}), "
           f"{os.cpu_count()} CPUs, load average {load[0]:.1f} at start, {args.seconds:g} s per row\n")
-    print("| streams | target decisions/s | achieved decisions/s | p50 ms | p99 ms | max ms | updates during row |")
-    print("|---|---|---|---|---|---|---|")
+    print("| streams | requests | target decisions/s | achieved decisions/s | p50 ms | p99 ms | max ms | "
+          "updates during row |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         target = "as fast as possible" if r["target_per_s"] is None else f"{r['target_per_s']:,.0f}"
-        print(f"| {r['streams']} | {target} | {r['achieved_per_s']:,.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
+        kind = f"/v1/batch of {r['batch']}, {r['streams'] // r['batch']} in flight" if r["batch"] else "/v1/step"
+        print(f"| {r['streams']} | {kind} | {target} | {r['achieved_per_s']:,.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
               f"{r['max_ms']:.1f} | {r['updates']} |")
     if args.json:
         args.json.write_text(json.dumps({"load_average": load, "rows": rows}, indent=1))
