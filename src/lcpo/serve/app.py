@@ -226,7 +226,7 @@ class Server:
     def _decide(self, rec: dict) -> dict:
         snap = self.learner.snapshot
         n = self.state.decisions
-        a = snap.policy.sample(np.asarray(rec["o"], dtype=np.float32), self.noise.row(n))
+        a = snap.policy.sample(rec["o"], self.noise.row(n))
         rec["a"] = int(a[0]) if self.spaces.discrete else [int(x) for x in a]
         rec["v"] = snap.version
         return {"action": rec["a"], "decision": decision_id(n), "policy_version": snap.version}

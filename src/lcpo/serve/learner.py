@@ -259,7 +259,7 @@ class Learner:
                     self.maybe_checkpoint()
                     with self._done:
                         self._done.notify_all()
-        except BaseException as exc:  # reported by /v1/status and at shutdown; acting goes on
+        except BaseException as exc:  # reported by /v1/status; the server then refuses requests with 503
             self.error = exc
         finally:
             with self._done:

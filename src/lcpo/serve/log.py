@@ -1,7 +1,8 @@
 """The append-only transition log: every accepted request, written before its answer is sent.
 
 Layout (``STATE/log/``): segments ``<first record index, 12 digits>.jsonl``; one record per line,
-``<JSON object>\\t<CRC-32 of the JSON bytes, 8 hex digits>\\n``, each object carrying its record index ``"#"``.
+``<JSON object>\\t<CRC-32 of the JSON bytes, 8 hex digits>\\n``, each object carrying its record index ``"#"``
+(float32 observations as ``{"f32": base64 of their little-endian bytes}``: exact, and cheap to write).
 A new segment starts when the current one passes ``segment_bytes``; segments whose records all lie before the
 committed checkpoint's position may be deleted (:meth:`TransitionLog.discard_before`).
 
@@ -21,12 +22,15 @@ is corruption and is refused, naming the file and line.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import threading
 import zlib
 from pathlib import Path
 from typing import Iterator
+
+import numpy as np
 
 __all__ = ["LogError", "TransitionLog", "FSYNC_POLICIES"]
 
@@ -37,8 +41,14 @@ class LogError(ValueError):
     """The log is corrupt (not only a torn last line) or does not continue the checkpoint; names file and line."""
 
 
+def _array(obj):
+    if isinstance(obj, np.ndarray) and obj.dtype == np.float32:
+        return {"f32": base64.b64encode(obj.astype("<f4").tobytes()).decode("ascii")}
+    raise TypeError(f"a log record cannot hold a {type(obj).__name__}")
+
+
 def _encode(rec: dict) -> bytes:
-    body = json.dumps(rec, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    body = json.dumps(rec, separators=(",", ":"), allow_nan=False, default=_array).encode("utf-8")
     return body + b"\t%08x\n" % zlib.crc32(body)
 
 

@@ -16,7 +16,8 @@ Each stream holds a FIFO of *outstanding* decisions (answered, reward not yet kn
   decisions are observed in the order they were made (the oldest outstanding first), so each stream's
   transitions stay in order.
 
-**Records.** Each accepted request is one log record (a JSON object, see :class:`ServerState.apply`); the
+**Records.** Each accepted request is one log record (a JSON object, see :class:`ServerState.apply`;
+observations in it are float32 arrays, written by the log as exact base64 bytes, :func:`vec`); the
 state (streams, outstanding decisions, counters) is a function of the records alone, so replaying the log
 rebuilds it exactly. Validation (:meth:`ServerState.check_step` etc.) reads the state and never changes it: a
 refused request changes nothing.
@@ -199,6 +200,19 @@ def _floats(arr: np.ndarray) -> list:
     return arr.astype(np.float64).tolist()
 
 
+def vec(v: Any) -> np.ndarray:
+    """A record's observation as ``(obs_dim,)`` float32: the array itself (a record being built), a
+    ``{"f32": base64}`` object (as :mod:`lcpo.serve.log` writes arrays: the float32 bytes, little-endian, exact)
+    or a list of numbers."""
+    if isinstance(v, np.ndarray):
+        return v
+    if isinstance(v, dict):
+        import base64
+
+        return np.frombuffer(base64.b64decode(v["f32"]), dtype="<f4").astype(np.float32)
+    return np.asarray(v, dtype=np.float32)
+
+
 def decision_id(n: int) -> str:
     """The public id of decision number ``n``."""
     return f"d{n}"
@@ -267,7 +281,7 @@ class ServerState:
         term, trunc = _bool(body, "terminated"), _bool(body, "truncated")
         info = _info(body.get("info"))
         q = self.streams.get(stream)
-        rec = {"k": "step", "s": stream, "o": _floats(obs), "r": reward}
+        rec = {"k": "step", "s": stream, "o": obs, "r": reward}
         if reward is None:
             for k in ("terminated", "truncated", "final_obs", "info"):
                 if body.get(k) not in (None, False):
@@ -288,7 +302,7 @@ class ServerState:
         if not ended and final is not None:
             raise RequestError(422, "final_obs is only for a step whose previous action ended the episode "
                                     "(terminated or truncated true)", "final_obs")
-        rec.update(te=term, tr=trunc, f=None if final is None else _floats(self.spaces.obs(final, "final_obs")),
+        rec.update(te=term, tr=trunc, f=None if final is None else self.spaces.obs(final, "final_obs"),
                    i=info)
         return rec
 
@@ -302,7 +316,7 @@ class ServerState:
         stream = self._stream(body)
         obs = self.spaces.obs(body["obs"], "obs")
         self._can_decide(stream)
-        return {"k": "act", "s": stream, "o": _floats(obs)}
+        return {"k": "act", "s": stream, "o": obs}
 
     def check_observe(self, body: Any) -> dict:
         """Validate a ``/v1/observe`` body; returns its (complete) record.
@@ -325,7 +339,7 @@ class ServerState:
                                     f"observe {decision_id(oldest)!r} first", "decision")
         reward = _reward(body["reward"], nullable=False)
         next_obs = self.spaces.obs(body["next_obs"], "next_obs")
-        return {"k": "obs", "d": n, "r": reward, "n": _floats(next_obs), "te": _bool(body, "terminated"),
+        return {"k": "obs", "d": n, "r": reward, "n": next_obs, "te": _bool(body, "terminated"),
                 "tr": _bool(body, "truncated"), "i": _info(body.get("info"))}
 
     # -- the state machine --------------------------------------------------------------------------------------
@@ -348,7 +362,7 @@ class ServerState:
                 raise ValueError(f"log record {self.records} observes decision {n}, which is not the oldest "
                                  "outstanding decision of its stream")
             _, obs, action = self.streams[stream].popleft()
-            out = (stream, self._transition(obs, action, rec, np.asarray(rec["n"], dtype=np.float32)))
+            out = (stream, self._transition(obs, action, rec, vec(rec["n"])))
         elif kind in ("step", "act"):
             stream = rec["s"]
             q = self.streams.get(stream)
@@ -366,8 +380,8 @@ class ServerState:
                     n, obs, action = q.popleft()
                     del self._owner[n]
                     nxt = rec["f"] if rec.get("f") is not None else rec["o"]
-                    out = (stream, self._transition(obs, action, rec, np.asarray(nxt, dtype=np.float32)))
-            q.append((self.decisions, np.asarray(rec["o"], dtype=np.float32), rec["a"]))
+                    out = (stream, self._transition(obs, action, rec, vec(nxt)))
+            q.append((self.decisions, vec(rec["o"]), rec["a"]))
             self._owner[self.decisions] = stream
             self.decisions += 1
         else:
@@ -383,7 +397,7 @@ class ServerState:
             return None
         _, obs, action = self.streams[rec["s"]][0]
         nxt = rec["f"] if rec.get("f") is not None else rec["o"]
-        return rec["s"], self._transition(obs, action, rec, np.asarray(nxt, dtype=np.float32))
+        return rec["s"], self._transition(obs, action, rec, vec(nxt))
 
     def _transition(self, obs, action, rec: dict, next_obs) -> Transition:
         return Transition(obs, self.spaces.action(action), float(rec["r"]), next_obs, bool(rec.get("te", False)),
