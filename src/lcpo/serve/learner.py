@@ -23,9 +23,9 @@ stream ``OnPolicyAgent.act`` would draw, indexed by decision number.
 
 from __future__ import annotations
 
+import collections
 import copy
 import math
-import queue
 import threading
 import time
 from dataclasses import dataclass
@@ -144,7 +144,8 @@ class Learner:
         self.checkpointed_at = -1
         self.error: BaseException | None = None
         self._since_checkpoint = 0
-        self._queue: queue.Queue = queue.Queue()
+        self._pending: collections.deque = collections.deque()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._done = threading.Condition()
         self.snapshot = self._snapshot()
@@ -238,27 +239,35 @@ class Learner:
         self._thread.start()
 
     def submit(self, rec: dict) -> None:
-        """Queue a logged record for the background thread."""
-        self._queue.put(rec)
+        """Queue a logged record for the background thread (a deque append; the thread is woken only when it
+        sleeps, so a burst of requests costs no thread switch per request)."""
+        self._pending.append(rec)
+        if not self._wake.is_set():
+            self._wake.set()
 
     @property
     def backlog(self) -> int:
         """Records queued and not yet consumed."""
-        return self._queue.qsize()
+        return len(self._pending)
 
     def _run(self) -> None:
         from lcpo.online.threads import limit_threads
 
+        pending = self._pending
         try:
             with limit_threads(self.agent.threads):
                 while True:
-                    rec = self._queue.get()
-                    if rec is None:
-                        break
-                    self.consume(rec)
-                    self.maybe_checkpoint()
+                    self._wake.wait()
+                    self._wake.clear()
+                    while pending:
+                        rec = pending.popleft()
+                        if rec is None:
+                            return
+                        self.consume(rec)
+                        self.maybe_checkpoint()
                     with self._done:
                         self._done.notify_all()
+                    time.sleep(0.001)  # gather the next records: one wake-up per millisecond at most
         except BaseException as exc:  # reported by /v1/status; the server then refuses requests with 503
             self.error = exc
         finally:
@@ -283,7 +292,7 @@ class Learner:
             RuntimeError: if the learner failed (its error chained).
         """
         if self._thread is not None:
-            self._queue.put(None)
+            self.submit(None)
             self._thread.join()
             self._thread = None
         if self.error is not None:
