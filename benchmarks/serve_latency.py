@@ -17,7 +17,8 @@ Two measurements:
    and 256 streams carried by 4 connections, each sending ``POST /v1/batch`` with one step of 64 streams
    (a proxy that gathers its pending decisions into one request); latency is then per batch.
 
-Each row also reports the updates that ran during it. Usage::
+Each row also reports the updates that ran during it, and the server process's CPU time per decision
+(``/proc``; learning included), which says what the server would sustain with its CPUs to itself. Usage::
 
     python benchmarks/serve_latency.py [--seconds 10] [--rate 1000] [--rollout 512] [--json out.json]
 
@@ -140,6 +141,12 @@ async def _flat_out(streams, seconds: float) -> list[float]:
     return lat
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) used so far by process ``pid`` (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _status(port: int) -> dict:
     import urllib.request
 
@@ -147,7 +154,8 @@ def _status(port: int) -> dict:
         return json.loads(r.read())
 
 
-async def _measure(port: int, n_streams: int, seconds: float, rate: float | None, tag: str, batch: int = 0) -> dict:
+async def _measure(port: int, n_streams: int, seconds: float, rate: float | None, tag: str, batch: int = 0,
+                   pid: int = 0) -> dict:
     rng = np.random.default_rng(n_streams)
     if batch:
         streams = [BatchStream(f"{tag}-{i}", port, rng, batch) for i in range(n_streams // batch)]
@@ -157,9 +165,11 @@ async def _measure(port: int, n_streams: int, seconds: float, rate: float | None
         await s.connect()
         await s.step()  # the stream's first step (reward null)
     before = _status(port)
+    cpu0 = _cpu_s(pid)
     t0 = time.perf_counter()
     lat = await (_paced(streams, rate / n_streams, seconds) if rate else _flat_out(streams, seconds))
     wall = time.perf_counter() - t0
+    cpu = _cpu_s(pid) - cpu0
     after = _status(port)
     for s in streams:
         s.writer.close()
@@ -167,7 +177,8 @@ async def _measure(port: int, n_streams: int, seconds: float, rate: float | None
     return {"streams": n_streams, "batch": batch, "target_per_s": rate,
             "achieved_per_s": len(lat) * max(batch, 1) / wall,
             "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
-            "max_ms": float(ms.max()), "requests": len(lat), "updates": after["updates"] - before["updates"],
+            "max_ms": float(ms.max()), "requests": len(lat),
+            "server_cpu_us_per_decision": cpu / (len(lat) * max(batch, 1)) * 1e6, "server_cpu_share": cpu / wall, "updates": after["updates"] - before["updates"],
             "last_update_s": after["last_update_s"], "learner_lag_end": after["records"] - after["learner_position"]}
 
 
@@ -206,11 +217,11 @@ def main(argv=None) -> int:
         load = os.getloadavg()
         rows = []
         for n in (1, 8, 64):
-            rows.append(_run(_measure(port, n, args.seconds, args.rate, "paced")))
+            rows.append(_run(_measure(port, n, args.seconds, args.rate, "paced", pid=server.pid)))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-        rows.append(_run(_measure(port, 64, args.seconds, None, "flat")))
+        rows.append(_run(_measure(port, 64, args.seconds, None, "flat", pid=server.pid)))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-        rows.append(_run(_measure(port, 256, args.seconds, None, "batch", batch=64)))
+        rows.append(_run(_measure(port, 256, args.seconds, None, "batch", batch=64, pid=server.pid)))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     finally:
         server.terminate()
@@ -218,13 +229,13 @@ def main(argv=None) -> int:
     print(f"lcpo serve, {args.agent} on the straggler spaces (rollout {args.rollout}, fsync {args.fsync}), "
           f"{os.cpu_count()} CPUs, load average {load[0]:.1f} at start, {args.seconds:g} s per row\n")
     print("| streams | requests | target decisions/s | achieved decisions/s | p50 ms | p99 ms | max ms | "
-          "updates during row |")
-    print("|---|---|---|---|---|---|---|---|")
+          "updates during row | server CPU per decision (µs, learning included) | server CPU used (cores) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         target = "as fast as possible" if r["target_per_s"] is None else f"{r['target_per_s']:,.0f}"
         kind = f"/v1/batch of {r['batch']}, {r['streams'] // r['batch']} in flight" if r["batch"] else "/v1/step"
         print(f"| {r['streams']} | {kind} | {target} | {r['achieved_per_s']:,.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
-              f"{r['max_ms']:.1f} | {r['updates']} |")
+              f"{r['max_ms']:.1f} | {r['updates']} | {r['server_cpu_us_per_decision']:.0f} | {r['server_cpu_share']:.2f} |")
     if args.json:
         args.json.write_text(json.dumps({"load_average": load, "rows": rows}, indent=1))
     return 0
