@@ -144,6 +144,8 @@ def test_kill9_at_random_instants_loses_nothing_and_recovers_the_exact_learner_t
     for rec in records:  # a learner never killed, fed the same records in the same order
         ref.consume(rec)
     assert ref.updates >= 260 // 16 and kills == n_kills
+    noise = saved.pop("acting_noise")  # where the acting noise stood: server state, not the learner's
+    assert noise["block"] == sum(r["k"] in ("step", "act") for r in records) // 256
     _same(ref.state_dict(), saved)
 
 

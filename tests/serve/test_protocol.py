@@ -292,3 +292,32 @@ def test_batch_applies_steps_in_order_and_refuses_each_bad_one_alone(tmp_path):
         assert (st["steps"], st["decisions"], st["refused"]) == (2, 4, 1)
         assert client.post("/v1/batch", json={"steps": []}).status_code == 422
         assert client.get("/v1/step").status_code == 405
+
+
+def test_acting_noise_is_the_agents_own_stream_and_survives_a_seek():
+    from lcpo.agents import AGENTS
+    from lcpo.serve.learner import ActingNoise
+    from lcpo.serve.spec import spec_env
+
+    agent = AGENTS["a2c"](spec_env(SPEC), seed=4, rollout_steps=6)
+    noise = ActingNoise(agent.rngs["act"].bit_generator.state, 256, 3)
+    blocks = []
+    for _ in range(3):
+        agent._refill_noise()  # what OnPolicyAgent.act draws, block after block
+        blocks.append(agent._noise.copy())
+    rows = np.stack([noise.row(n) for n in range(3 * 256)])
+    assert np.array_equal(rows, np.concatenate(blocks))
+    saved = noise.state_at(300)  # block 1, kept while the noise is at block 2
+    assert saved["block"] == 1
+    again = ActingNoise(AGENTS["a2c"](spec_env(SPEC), seed=4).rngs["act"].bit_generator.state, 256, 3)
+    again.seek(json.loads(json.dumps(saved)))  # as a checkpoint stores it
+    assert np.array_equal(again.row(300), blocks[1][300 - 256]) and np.array_equal(again.row(700), blocks[2][700 - 512])
+    with pytest.raises(ValueError, match="already passed"):
+        again.row(10)
+    ahead = again.state_at(5 * 256 + 3)  # a block not drawn yet: computed on a copy, the acting path unmoved
+    assert np.array_equal(again.row(701), blocks[2][701 - 512])
+    later = ActingNoise(agent.rngs["act"].bit_generator.state, 256, 3)
+    later.seek(ahead)
+    for _ in range(3):
+        agent._refill_noise()  # blocks 3, 4, 5
+    assert np.array_equal(later.row(5 * 256 + 3), agent._noise[3])

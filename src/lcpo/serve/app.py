@@ -187,10 +187,13 @@ class Server:
             self.log = TransitionLog(state_dir / "log", cfg.fsync, cfg.fsync_interval_s, cfg.segment_bytes)
             ckpts = RunCheckpoints(state_dir / "checkpoint")
             self.learner = Learner(agent, ServerState(self.spaces, limits), ckpts, cfg.fixed(), cfg.checkpoint_every,
-                                   on_checkpoint=None if cfg.keep_log else self.log.discard_before)
+                                   on_checkpoint=None if cfg.keep_log else self.log.discard_before,
+                                   acting_noise=self.noise)
             if ckpts.latest() is not None:
                 _, st = ckpts.load()
                 self.learner.load_state_dict(st)
+                if "acting_noise" in st:
+                    self.noise.seek(st["acting_noise"])
                 self.learner.checkpointed_at = self.learner.position
             records = self.log.open(self.learner.position)
             if not meta.is_file():
@@ -242,6 +245,7 @@ class Server:
         if self.inline:
             if fed:
                 self.learner.replica.apply(rec)
+                self.learner.consumed = self.learner.position
             else:
                 self.learner.consume(rec)
             self.learner.maybe_checkpoint()
@@ -312,7 +316,7 @@ class Server:
             "agent": self.agent_name, "env": self.cfg.env or "spec", "learn": self.cfg.learn,
             "steps": self.state.transitions, "decisions": self.state.decisions, "records": self.state.records,
             "outstanding": self.state.outstanding, "streams": len(self.state.streams),
-            "updates": lr.updates, "policy_version": lr.snapshot.version, "learner_position": lr.position,
+            "updates": lr.updates, "policy_version": lr.snapshot.version, "learner_position": lr.consumed,
             "learner_waiting": lr.waiting, "rollout_steps": lr.rollout_steps,
             "checkpoint_position": lr.checkpointed_at, "replayed_on_start": self.replayed,
             "accepted": self.counts["accepted"], "refused": self.counts["refused"],

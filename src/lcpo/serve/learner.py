@@ -74,10 +74,15 @@ class ActingNoise:
     """Gumbel noise rows by decision number: row ``n`` is what ``OnPolicyAgent.act`` would use at its ``n``-th
     call (blocks of ``max(rollout_steps, 256)`` rows drawn from the agent's ``"act"`` generator).
 
+    The generator's state before each recent block is kept (:meth:`state_at`), so a checkpoint can store it and
+    a restart can :meth:`seek` there instead of drawing every block since the start again.
+
     Args:
         rng_state: the initial ``bit_generator.state`` of a freshly seeded agent's ``rngs["act"]``.
         block: rows per block. width: ``dims * bins``.
     """
+
+    KEEP = 256  # block states kept (a learner lagging further behind stores none)
 
     def __init__(self, rng_state: dict, block: int, width: int):
         self._rng = np.random.Generator(np.random.PCG64())
@@ -85,6 +90,8 @@ class ActingNoise:
         self.block, self.width = int(block), int(width)
         self._index = -1
         self._noise = np.zeros((0, width), dtype=np.float32)
+        self._states: dict[int, dict] = {}
+        self._lock = threading.Lock()
 
     def row(self, n: int) -> np.ndarray:
         """``(dims * bins,)`` float32 noise of decision ``n`` (``n`` never decreases between calls).
@@ -93,12 +100,42 @@ class ActingNoise:
             ValueError: if ``n`` lies in a block already passed.
         """
         b = n // self.block
-        if b < self._index:
-            raise ValueError(f"acting noise of decision {n} was already passed (at block {self._index})")
-        while self._index < b:
-            self._noise = self._rng.gumbel(size=(self.block, self.width)).astype(np.float32)
-            self._index += 1
+        if b != self._index:
+            self._advance(b)
         return self._noise[n % self.block]
+
+    def _advance(self, b: int) -> None:
+        if b < self._index:
+            raise ValueError(f"acting noise of decision {b * self.block} was already passed (at block {self._index})")
+        with self._lock:
+            while self._index < b:
+                self._states[self._index + 1] = self._rng.bit_generator.state
+                self._noise = self._rng.gumbel(size=(self.block, self.width)).astype(np.float32)
+                self._index += 1
+            for k in [k for k in self._states if k < b - self.KEEP]:
+                del self._states[k]
+
+    def state_at(self, decisions: int) -> dict | None:
+        """``{"block", "state"}``: the generator state before the block holding decision ``decisions`` (drawn on a
+        copy if the acting path has not reached it), or None if it is no longer kept (safe to call from another
+        thread)."""
+        b = decisions // self.block
+        with self._lock:
+            state = self._states.get(b)
+            if state is None and b > self._index:  # not drawn yet (decisions replayed since a restart): draw
+                g = np.random.Generator(np.random.PCG64())  # the blocks up to it on a copy of the generator
+                g.bit_generator.state = self._rng.bit_generator.state
+                for _ in range(b - self._index - 1):
+                    g.gumbel(size=(self.block, self.width))
+                state = g.bit_generator.state
+        return None if state is None else {"block": b, "state": state}
+
+    def seek(self, saved: dict) -> None:
+        """Continue from :meth:`state_at` output (the next row drawn is of block ``saved["block"]``)."""
+        with self._lock:
+            self._rng.bit_generator.state = saved["state"]
+            self._index = int(saved["block"]) - 1
+            self._states = {}
 
 
 @dataclass(frozen=True)
@@ -129,16 +166,19 @@ class Learner:
         config: the server configuration stored with each checkpoint.
         checkpoint_every: updates between checkpoints (0: only at shutdown).
         on_checkpoint: called with the position after each commit (e.g. the log's ``discard_before``).
+        acting_noise: the server's acting noise, whose generator state at the learner's position each checkpoint
+            also stores (``"acting_noise"``, beside the learner's state), or None.
     """
 
     def __init__(self, agent, replica: ServerState, checkpoints=None, config: dict | None = None,
-                 checkpoint_every: int = 1, on_checkpoint=None):
+                 checkpoint_every: int = 1, on_checkpoint=None, acting_noise: ActingNoise | None = None):
         self.agent, self.replica = agent, replica
         self.rollout_steps = int(agent.hp.rollout_steps)
         self.runs: dict[str, list[Transition]] = {}
         self.waiting = 0
         self.checkpoints, self.config = checkpoints, dict(config or {})
         self.checkpoint_every, self.on_checkpoint = int(checkpoint_every), on_checkpoint
+        self.acting_noise = acting_noise
         self.last_diagnostics: dict = {}
         self.update_seconds = 0.0
         self.checkpointed_at = -1
@@ -149,6 +189,8 @@ class Learner:
         self._thread: threading.Thread | None = None
         self._done = threading.Condition()
         self.snapshot = self._snapshot()
+        #: records fully consumed (applied and, if they completed a rollout, learned from)
+        self.consumed = replica.records
 
     # -- state ---------------------------------------------------------------------------------------------------
     @property
@@ -180,6 +222,7 @@ class Learner:
         self.waiting = sum(len(r) for r in self.runs.values())
         self.last_diagnostics = dict(state.get("last_diagnostics", {}))
         self.snapshot = self._snapshot()
+        self.consumed = self.replica.records
 
     # -- learning --------------------------------------------------------------------------------------------------
     def consume(self, rec: dict) -> None:
@@ -187,6 +230,7 @@ class Learner:
         out = self.replica.apply(rec)
         if out is not None:
             self.feed(*out)
+        self.consumed = self.replica.records
 
     def feed(self, stream: str, tr: Transition) -> bool:
         """Add one transition to its stream's run; update when ``rollout_steps`` are waiting.
@@ -227,7 +271,12 @@ class Learner:
         self._since_checkpoint = 0
         if self.checkpoints is None or self.checkpointed_at == self.position:
             return
-        self.checkpoints.commit(self.position, self.state_dict(), self.config)
+        state = self.state_dict()
+        if self.acting_noise is not None:
+            saved = self.acting_noise.state_at(self.replica.decisions)
+            if saved is not None:
+                state["acting_noise"] = saved
+        self.checkpoints.commit(self.position, state, self.config)
         self.checkpointed_at = self.position
         if self.on_checkpoint is not None:
             self.on_checkpoint(self.position)
@@ -275,15 +324,15 @@ class Learner:
                 self._done.notify_all()
 
     def wait_for(self, position: int, timeout: float | None = None) -> bool:
-        """Block until the learner consumed ``position`` records (or failed); True if it did."""
+        """Block until the learner consumed ``position`` records, updates included (or failed); True if it did."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._done:
-            while self.position < position and self.error is None:
+            while self.consumed < position and self.error is None:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return False
                 self._done.wait(left)
-        return self.position >= position
+        return self.consumed >= position
 
     def stop(self) -> None:
         """Drain the queue, stop the thread, and checkpoint.
