@@ -22,6 +22,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 
 from lcpo.cli.main import main
+from lcpo.serve.client import ServeClient, ServeError
 
 SPEC = {"observation": {"size": 4, "low": -3.0, "high": 3.0}, "action": {"discrete": 3}}
 TOKEN = "t0k3n-for-the-test-0123456789"
@@ -90,9 +91,10 @@ def test_kill9_at_random_instants_loses_nothing_and_recovers_the_exact_learner_t
     _wait_ready(http, proc)
     # the token rule: no token or a wrong one is refused
     assert httpx.get(f"http://127.0.0.1:{port}/v1/status").status_code == 401
-    bad = httpx.post(f"http://127.0.0.1:{port}/v1/step", json={"stream": "s0", "obs": [0, 0, 0, 0]},
-                     headers={"Authorization": "Bearer wrong-token-0123456789"})
-    assert bad.status_code == 401 and bad.json()["field"] == "authorization"
+    with pytest.raises(ServeError) as refused:
+        ServeClient(f"http://127.0.0.1:{port}", token="wrong-token-0123456789").step("s0", [0, 0, 0, 0])
+    assert refused.value.status == 401 and refused.value.field == "authorization"
+    client = ServeClient(f"http://127.0.0.1:{port}", token=TOKEN, timeout=30)  # the Python client drives it
 
     acked: list[tuple[int, int]] = []   # (decision number, action) of every answered decision
     fresh = {"s0": True, "s1": True}    # stream must (re)start with reward null
@@ -101,12 +103,10 @@ def test_kill9_at_random_instants_loses_nothing_and_recovers_the_exact_learner_t
     timer.start()
     while transitions < 260 or kills < n_kills:
         s = "s0" if rng.random() < 0.6 else "s1"
-        obs = rng.uniform(-1, 1, 4).round(4).tolist()
-        body = {"stream": s, "obs": obs}
-        if not fresh[s]:
-            body["reward"] = float(rng.normal())
+        obs = rng.uniform(-1, 1, 4).round(4)
+        reward = None if fresh[s] else float(rng.normal())
         try:
-            r = http.post("/v1/step", json=body)
+            d = client.step(s, obs, reward=reward)
         except httpx.TransportError:
             proc.wait(timeout=60)
             assert proc.returncode == -signal.SIGKILL
@@ -118,13 +118,11 @@ def test_kill9_at_random_instants_loses_nothing_and_recovers_the_exact_learner_t
                 timer = threading.Timer(rng.uniform(0.5, 2.0), proc.kill)
                 timer.start()
             continue
-        assert r.status_code == 200, r.text
-        d = r.json()
         acked.append((int(d["decision"][1:]), d["action"]))
         transitions += 0 if fresh[s] else 1
         fresh[s] = False
     timer.cancel()
-    status = http.get("/v1/status").json()
+    status = client.status()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 0, "SIGTERM must drain, checkpoint and exit 0"
 

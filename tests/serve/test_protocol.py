@@ -321,3 +321,14 @@ def test_acting_noise_is_the_agents_own_stream_and_survives_a_seek():
     for _ in range(3):
         agent._refill_noise()  # blocks 3, 4, 5
     assert np.array_equal(later.row(5 * 256 + 3), agent._noise[3])
+
+
+def test_multi_discrete_actions_are_lists_and_learned_as_vectors(tmp_path):
+    spec = {"observation": {"size": 2}, "action": {"multi_discrete": [4, 4, 4]}}
+    server, client = _serve(tmp_path, spec=spec, learn="inline", overrides={"rollout_steps": 3})
+    with client:
+        a = client.post("/v1/step", json={"stream": "m", "obs": [0.5, 1.5]}).json()["action"]
+        assert isinstance(a, list) and len(a) == 3 and all(0 <= x < 4 for x in a)
+        for k in range(3):
+            r = client.post("/v1/step", json={"stream": "m", "obs": [0.5, k], "reward": 1.0}).json()
+        assert r["policy_version"] == 1

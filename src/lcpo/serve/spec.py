@@ -10,7 +10,8 @@ and never stepped) or, for a system that has no Gymnasium environment, from a sm
       "continuing": true                         (optional, default true)
     }
 
-``low``/``high`` are a number for every entry, a list of ``size`` numbers, or ``null`` (unbounded). The
+``low``/``high`` are a number for every entry, a list of ``size`` numbers (``null`` entries unbounded), or
+``null`` (unbounded). The
 file is data (JSON), never code.
 """
 
@@ -36,9 +37,11 @@ def _bound(value: Any, size: int, field: str, default: float):
     if isinstance(value, bool) or not isinstance(value, (int, float, list)):
         raise SpecError(f"{field} must be a number, a list of {size} numbers or null, got {value!r}")
     arr = value if isinstance(value, list) else [value] * size
-    if len(arr) != size or any(isinstance(x, bool) or not isinstance(x, (int, float)) or math.isnan(x) for x in arr):
-        raise SpecError(f"{field} must be a number, a list of {size} numbers or null, got {value!r}")
-    return np.asarray(arr, dtype=np.float32)
+    if len(arr) != size or any(x is not None and (isinstance(x, bool) or not isinstance(x, (int, float))
+                                                  or math.isnan(x)) for x in arr):
+        raise SpecError(f"{field} must be a number, a list of {size} numbers (null: unbounded) or null, "
+                        f"got {value!r}")
+    return np.asarray([default if x is None else x for x in arr], dtype=np.float32)
 
 
 def load_spec(path: str | Path) -> dict:
