@@ -231,12 +231,32 @@ def test_state_folder_keeps_its_configuration(tmp_path):
                            state_dir=str(tmp_path / "state")))
 
 
-def test_off_policy_agents_are_refused_with_a_reason(tmp_path):
-    with pytest.raises(ValueError, match="on-policy agent"):
-        Server(ServeConfig(agent="ddqn", spec=SPEC, state_dir=str(tmp_path / "state")))
+@pytest.mark.parametrize("agent", ["ddqn", "sac", "prescient-a2c", "mbcd"])
+def test_agents_acting_through_their_own_state_are_refused_with_a_reason(tmp_path, agent):
+    with pytest.raises(ValueError, match="on-policy agent that acts from its policy alone"):
+        Server(ServeConfig(agent=agent, spec=SPEC, state_dir=str(tmp_path / "state")))
+    with pytest.raises(ValueError, match="unknown agent 'nope'"):
+        Server(ServeConfig(agent="nope", spec=SPEC, state_dir=str(tmp_path / "state")))
 
 
-@pytest.mark.parametrize("agent", ["a2c", "lcpo"])
+def test_every_listed_agent_can_be_served(tmp_path):
+    from lcpo.envs.registration import make_env
+    from lcpo.serve.learner import SUPPORTED
+
+    spec = {**SPEC, "context": {"indices": [1, 2], "names": ["load", "size"]}}  # LCPO's OOD detector reads it
+    for name in SUPPORTED:
+        where = {"env": "lcpo/TrapGrid-v0"} if name == "tabular-a2c" else {"spec": spec}  # a table needs states
+        server = Server(ServeConfig(agent=name, state_dir=str(tmp_path / name), overrides={"rollout_steps": 4},
+                                    learn="inline", **where))
+        obs = (make_env("lcpo/TrapGrid-v0").reset(seed=0)[0].tolist() if name == "tabular-a2c"
+               else [0.0, 0.0, 0.0])
+        server.step({"stream": "s", "obs": obs})
+        for _ in range(4):
+            out = server.step({"stream": "s", "obs": obs, "reward": 1.0})
+        assert out["policy_version"] == 1, name
+        server.close()
+
+
 def test_straggler_through_the_server_equals_in_process_learning(tmp_path, agent):
     """The straggler environment stepped by a client through /v1/step (inline learning) gives the same actions
     and the same networks as ``agent.learn`` on the same seed."""

@@ -213,6 +213,8 @@ class Server:
                 for rec in records:
                     self.learner.submit(rec)
         except BaseException:
+            if getattr(self, "log", None) is not None:
+                self.log.close()
             self._lock.release()
             raise
         self.failed: str | None = None

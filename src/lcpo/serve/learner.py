@@ -39,15 +39,15 @@ from lcpo.serve.protocol import ServerState
 __all__ = ["SUPPORTED", "build_agent", "ActingNoise", "Snapshot", "Learner"]
 
 
-def _supported_check(agent) -> None:
+def _supported_check(cls, name: str) -> None:
     from lcpo.agents.base import OnPolicyAgent
 
-    cls = type(agent)
-    if not (isinstance(agent, OnPolicyAgent) and cls.act is OnPolicyAgent.act
+    if not (issubclass(cls, OnPolicyAgent) and cls.act is OnPolicyAgent.act
             and cls._refill_noise is OnPolicyAgent._refill_noise and cls.observe is OnPolicyAgent.observe):
         raise ValueError(f"lcpo serve needs an on-policy agent that acts from its policy alone "
-                         f"({', '.join(SUPPORTED)}); {agent.name!r} acts through its own changing state "
-                         "(exploration schedule or replay), which a published snapshot cannot carry")
+                         f"({', '.join(SUPPORTED)}); {name!r} acts through its own changing state "
+                         "(exploration schedule, replay or offline training), which a published snapshot cannot "
+                         "carry")
 
 
 #: agents a server can run: on-policy, acting from the policy network alone (``OnPolicyAgent.act``).
@@ -65,9 +65,8 @@ def build_agent(env, name: str, seed: int, overrides: dict):
 
     if name not in AGENTS:
         raise ValueError(f"unknown agent {name!r}; servable: {', '.join(SUPPORTED)}")
-    agent = AGENTS[name](env, seed=seed, **overrides)
-    _supported_check(agent)
-    return agent
+    _supported_check(AGENTS[name], name)
+    return AGENTS[name](env, seed=seed, **overrides)
 
 
 class ActingNoise:
