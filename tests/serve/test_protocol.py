@@ -257,6 +257,7 @@ def test_every_listed_agent_can_be_served(tmp_path):
         server.close()
 
 
+@pytest.mark.parametrize("agent", ["a2c", "lcpo"])
 def test_straggler_through_the_server_equals_in_process_learning(tmp_path, agent):
     """The straggler environment stepped by a client through /v1/step (inline learning) gives the same actions
     and the same networks as ``agent.learn`` on the same seed."""
