@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_resume_parser(sub)
     traces.add_parser(sub)
     info.add_parsers(sub)
-    for name in ("sweep", "report", "figure", "forgetting"):
+    for name in ("sweep", "report", "figure", "forgetting", "serve"):
         try:
             module = __import__(f"lcpo.cli.{name}", fromlist=["add_parser"])
         except ImportError:
