@@ -57,36 +57,40 @@ SHARED_KEYS = ("env", "agent", "overrides", "steps", "checkpoint_every")
 
 def _make_stream(env_id: str, env_kwargs: list[dict]):
     """``(stream, seed_envs)``: the vector stream over one sub-environment per seed, and the sub-environments
-    themselves where they exist as objects (``None`` for a native vector environment)."""
-    try:
-        from lcpo.envs.vector import VectorStream, make_vector_env
-    except ImportError:  # until the vector envs land (branch vecenv)
-        from lcpo.online._population_fallbacks import VectorStream, make_vector_env
+    themselves where they exist as objects (a ``SyncVectorEnv``'s; ``None`` for a native vector environment)."""
+    from gymnasium.vector import SyncVectorEnv
+
+    from lcpo.envs.vector import VectorStream, make_vector_env
 
     venv = make_vector_env(env_id, env_kwargs)
-    envs = getattr(venv, "envs", None)
-    return VectorStream(venv), (list(envs) if envs is not None else None)
+    base = venv.unwrapped
+    envs = list(base.envs) if isinstance(base, SyncVectorEnv) else None
+    return VectorStream(venv), envs
 
 
-def _make_agents(agent: str, env, seed_envs, seeds: list[int], device: str, batch: bool, overrides: dict):
-    """The agent population: batch-native where :data:`lcpo.agents.population.BATCH_NATIVE` has the agent and
-    ``batch`` is True, else the generic one (N single agents, each given its own sub-environment where there is
-    one, as a solo run gives its agent the run's environment)."""
+def _make_agents(agent: str, env_id: str, env_kwargs: dict, seeds: list[int], device: str, batch: bool,
+                 overrides: dict):
+    """The agent population over a template environment (made with seed 0's arguments; an agent reads it for
+    its spaces and context declaration): batch-native where :data:`lcpo.agents.population.BATCH_NATIVE` lists
+    the agent and ``batch`` is True, else the generic :class:`lcpo.agents.population.AgentPopulation` (N
+    single agents).
+
+    Raises:
+        ValueError: ``device`` other than ``"cpu"`` for an agent that is not batch-native.
+    """
     from lcpo.agents import AGENTS
-    try:
-        from lcpo.agents.population import BATCH_NATIVE, AgentPopulation, make_population
-    except ImportError:  # until the agent populations land (branch pop-agents)
-        from lcpo.online._population_fallbacks import BATCH_NATIVE, AgentPopulation, make_population
+    from lcpo.agents.population import BATCH_NATIVE, AgentPopulation, make_population
+    from lcpo.envs.registration import make_env
 
-    kw = dict(overrides)
-    if device != "cpu":
-        kw["device"] = device
-    if batch and agent in BATCH_NATIVE:
-        return make_population(agent, env, seeds, **kw)
-    if device != "cpu":
-        raise ValueError(f"--device {device}: agent {agent!r} is not batch-native (its networks stay on the CPU); "
-                         f"batch-native agents: {', '.join(sorted(BATCH_NATIVE)) or 'none'}")
-    return AgentPopulation(AGENTS[agent], seed_envs if seed_envs is not None else env, seeds, **kw)
+    native = batch and agent in BATCH_NATIVE
+    if device != "cpu" and not native:
+        raise ValueError(f"--device {device}: agent {agent!r} is not batch-native here (its networks stay on the "
+                         f"CPU); batch-native agents: {', '.join(sorted(BATCH_NATIVE)) or 'none yet'}")
+    template = make_env(env_id, **env_kwargs)
+    if native:
+        kw = dict(overrides) if device == "cpu" else {**overrides, "device": device}
+        return make_population(agent, template, seeds, **kw)
+    return AgentPopulation(AGENTS[agent], template, seeds, **overrides)
 
 
 # -- the online loop of N seeds -----------------------------------------------------------------------------
@@ -179,6 +183,21 @@ class PopulationLoop:
             self._ctx_sum[k] = self._ctx_sum[k] + c if self._has_ctx[k] else c
             self._has_ctx[k] = True
 
+    def _carry_on(self, mask: np.ndarray) -> None:
+        """Keep stepping the masked sub-environments past their own truncation (``never``), as
+        :class:`~lcpo.online.loop.OnlineLoop` does with a single environment.
+
+        Raises:
+            ValueError: the vector environment resets its sub-environments itself (not ``DISABLED`` mode).
+        """
+        from gymnasium.vector import AutoresetMode
+
+        if getattr(self.stream, "mode", AutoresetMode.DISABLED) is not AutoresetMode.DISABLED:
+            raise ValueError(f"reset condition 'never': sub-environments {np.flatnonzero(mask).tolist()} were "
+                             "truncated by their time limit and the vector environment resets them itself "
+                             f"({self.stream.mode.value} mode); make the environment continuing")
+        self.stream._ended[mask] = False  # VectorStream has no public "continue" (see docs/population.md)
+
     def _record(self, k: int) -> None:
         n = int(self._ep_length[k])
         ctx = () if not self._has_ctx[k] else tuple(float(c) for c in self._ctx_sum[k] / n)
@@ -204,7 +223,11 @@ class PopulationLoop:
             _check_finite("observation", np.asarray(next_obs), self.steps, seeds)
             terminated = np.array(terminated, dtype=bool)
             truncated = np.array(truncated, dtype=bool)
-            truncated[self.never] = False
+            if self.never.any():
+                carry_on = self.never & truncated & ~terminated
+                if carry_on.any():  # the environment's own time limit: a continuing stream goes on
+                    self._carry_on(carry_on)
+                truncated[self.never] = False
             for k in self._counted:
                 if not (terminated[k] or truncated[k]):
                     tr = Transition(obs[k], actions[k], float(rewards[k]), next_obs[k], False, False, infos[k])
@@ -236,25 +259,26 @@ class PopulationLoop:
                 self._ep_length[window] = 0
                 self._has_ctx[window] = False
 
-    def seed_state(self, k: int, env_state: dict) -> dict:
-        """Seed ``k``'s loop state in :meth:`lcpo.online.loop.OnlineLoop.state_dict`'s format (so a seed folder
-        resumes alone), with ``env_state`` (its sub-environment's ``get_state()``)."""
-        return {
+    def seed_states(self) -> list[dict]:
+        """Every seed's loop state in :meth:`lcpo.online.loop.OnlineLoop.state_dict`'s format (so a seed folder
+        resumes alone): counters, current observation, partial episode, episode rows, the reset condition's
+        counter and, under ``"env"``, its sub-environment's own ``get_state()``."""
+        env_states = self.stream.get_state()
+        return [{
             "steps": self.steps, "obs": None if self.obs is None else np.array(self.obs[k], copy=True),
             "ep_return": float(self._ep_return[k]), "ep_length": int(self._ep_length[k]),
             "ctx_sum": self._ctx_sum[k].copy() if self._has_ctx[k] else None,
             "episodes": [list(r) for r in self.episodes[k]],
             "reset_count": getattr(self.conds[k], "_count", 0),
-            "env": env_state,
-        }
+            "env": env_states[k]["env"],
+        } for k in range(self.n)]
 
     def state_dict(self) -> dict:
-        """Every seed's :meth:`seed_state` (``{"seeds": [...]}``)."""
-        env_states = self.stream.get_state()
-        return {"seeds": [self.seed_state(k, env_states[k]) for k in range(self.n)]}
+        """``{"seeds": seed_states()}``."""
+        return {"seeds": self.seed_states()}
 
     def load_seed_states(self, states: Sequence[dict]) -> None:
-        """Restore one :meth:`seed_state` (or solo ``OnlineLoop.state_dict``) per seed, all at the same step.
+        """Restore one :meth:`seed_states` entry (or a solo ``OnlineLoop.state_dict``) per seed, all at one step.
 
         Raises:
             ValueError: the states are at different steps, or there is not one per seed.
@@ -264,8 +288,9 @@ class PopulationLoop:
         steps = {int(s["steps"]) for s in states}
         if len(steps) != 1:
             raise ValueError(f"seed states at different steps {sorted(steps)} cannot be one population")
-        self.stream.reset(self.seeds)
-        self.stream.set_state([s["env"] for s in states])
+        self.stream.reset(self.seeds)  # as OnlineLoop.load_state_dict: one seeded reset, then the saved state
+        self.stream.set_state([{"env": s["env"], "obs": np.asarray(s["obs"], dtype=np.float32), "ended": False}
+                               for s in states])
         self.steps = steps.pop()
         self.obs = np.stack([np.asarray(s["obs"]) for s in states])
         self._ep_return = np.array([float(s["ep_return"]) for s in states])
@@ -353,9 +378,8 @@ class Population:
             raise ValueError(f"unknown agent {agent!r}; known agents: {sorted(AGENTS)}")
         self.agent_name, self.env_id, self.seeds, self.device = agent, env_id, list(seeds), str(device)
         self.stream, self.seed_envs = _make_stream(env_id, env_kwargs)
-        env = self.stream.venv if hasattr(self.stream, "venv") else None
-        self.agents = _make_agents(agent, env, self.seed_envs, self.seeds, self.device, batch, overrides)
-        self.batch_native = not hasattr(self.agents, "agents")  # the generic path holds its single agents
+        self.agents = _make_agents(agent, env_id, env_kwargs[0], self.seeds, self.device, batch, overrides)
+        self.batch_native = not hasattr(self.agents, "members")  # the generic path holds its single agents
         self.loop = PopulationLoop(self.stream, self.agents, resets, self.seeds)
 
     @property
@@ -403,13 +427,12 @@ class Population:
     def seed_state(self, k: int) -> dict:
         """Seed index ``k`` as a solo run's checkpoint holds it: ``{"agent": ..., "loop": ...}`` (the single
         agent's ``state_dict`` and ``OnlineLoop.state_dict`` formats)."""
-        return {"agent": self.agents.seed_state_dict(k), "loop": self.loop.seed_state(k, self.stream.get_state()[k])}
+        return {"agent": self.agents.seed_state_dict(k), "loop": self.loop.seed_states()[k]}
 
     def state_dict(self) -> dict:
         """Every seed's :meth:`seed_state` (``{"seeds": [...]}``)."""
-        env_states = self.stream.get_state()
-        return {"seeds": [{"agent": self.agents.seed_state_dict(k), "loop": self.loop.seed_state(k, env_states[k])}
-                          for k in range(self.n_seeds)]}
+        loops = self.loop.seed_states()
+        return {"seeds": [{"agent": self.agents.seed_state_dict(k), "loop": loops[k]} for k in range(self.n_seeds)]}
 
     def load_seed_states(self, states: Sequence[dict]) -> None:
         """Restore one ``{"agent", "loop"}`` per seed (from :meth:`seed_state` or a solo run's checkpoint)."""
@@ -423,8 +446,8 @@ class Population:
 
     def hyperparameters(self, k: int) -> dict:
         """Seed ``k``'s resolved hyperparameters (the ``hyperparameters`` entry of its config.json)."""
-        agents = getattr(self.agents, "agents", None)
-        hp = agents[k].hp if agents is not None else self.agents.hp
+        members = getattr(self.agents, "members", None)
+        hp = members[k].hp if members is not None else self.agents.hp
         return dataclasses.asdict(hp)
 
     def seed_env(self, k: int, config=None):
@@ -664,8 +687,8 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
     def on_update(j, step, diag):
         logs[j].on_update(step, diag)
         if probes[j] is not None:
-            agents = getattr(pop.agents, "agents", None)
-            agent = agents[j] if agents is not None else pop.agents.seed_agent(j)
+            members = getattr(pop.agents, "members", None)
+            agent = members[j] if members is not None else pop.agents.seed_agent(j)
             probes[j].on_update(step, agent)
 
     recent: list[list[float]] = [[] for _ in range(n)]
@@ -691,9 +714,8 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
 
     def checkpoint():
         wall = wall_before + time.perf_counter() - start
-        env_states = pop.stream.get_state()
-        seed_states = [{"config": cfg.to_dict(), "agent": pop.agents.seed_state_dict(j),
-                        "loop": pop.loop.seed_state(j, env_states[j]), "log": logs[j].state_dict(),
+        loops = pop.loop.seed_states()
+        seed_states = [{"config": cfg.to_dict(), "agent": pop.agents.seed_state_dict(j), "loop": loops[j], "log": logs[j].state_dict(),
                         "wall_time_s": wall, "resumed_from": resumed_from[j]} for j, cfg in enumerate(cfgs)]
         pop_store.commit(pop.steps, {"members": [{"folder": str(o.resolve()), "state": s}
                                                  for o, s in zip(outs, seed_states)]}, config=pop_config)
