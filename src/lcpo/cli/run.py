@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from lcpo.agents import AGENTS
-from lcpo.cli.argtypes import nonneg_int, positive_int
+from lcpo.cli.argtypes import nonneg_int, parse_seeds, positive_int, seed_list
 from lcpo.cli.catalog import DEFAULT_TRACE
 
 __all__ = ["add_parser", "add_resume_parser", "cmd_resume", "cmd_run", "find_run_folders", "parse_assignments",
@@ -61,7 +61,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--agent", nargs="+", default=["lcpo"], metavar="NAME",
                    help=f"agent(s) to run one after the other: {', '.join(sorted(AGENTS))}")
     p.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS, help="environment steps per run")
-    p.add_argument("--seed", type=nonneg_int, nargs="+", default=[0], help="seed(s)")
+    p.add_argument("--seed", type=seed_list, nargs="+", default=[[0]], metavar="SEED",
+                   help="seed(s): integers and ranges, e.g. 0-15, 0 1 2 or 0-3 8; several seeds of an agent are "
+                        "trained as one population in one process (docs/population.md), unless --no-batch")
     p.add_argument("--out", type=Path, default=Path("runs"),
                    help="output folder; each run goes to OUT/<agent>-s<seed> (default: runs)")
     p.add_argument("--reset", default=None,
@@ -84,9 +86,28 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "checkpoint starts afresh (with a message). One process per run folder: a second one "
                         "is refused while the first runs")
     p.add_argument("--tensorboard", action="store_true", help="write TensorBoard logs to OUT/<run>/tb")
+    _add_population_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run)
     return p
+
+
+def _add_population_options(p) -> None:
+    p.add_argument("--no-batch", action="store_true",
+                   help="run the seeds one at a time, one process-step per seed (the runs are the same; a "
+                        "population is faster)")
+    p.add_argument("--device", default="cpu", metavar="DEVICE",
+                   help="torch device of a population's networks: cpu (default) or cuda[:N] (batch-native "
+                        "agents only)")
+
+
+def _check_device(args) -> None:
+    """Refuse a malformed ``--device`` and ``--device`` other than cpu with ``--no-batch`` (one-line errors)."""
+    dev = args.device
+    if not (dev == "cpu" or dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit())):
+        raise ValueError(f"--device {dev!r}: expected cpu, cuda or cuda:N")
+    if dev != "cpu" and args.no_batch:
+        raise ValueError(f"--device {dev} needs a population: drop --no-batch (single runs stay on the CPU)")
 
 
 def cmd_run(args) -> int:
@@ -103,6 +124,8 @@ def cmd_run(args) -> int:
         raise ValueError(f"--warmup {args.warmup} must be smaller than --steps {args.steps}: no episode could end "
                          "after the warm-up, and the lifelong return would be n/a")
     _check_trace_length(args)
+    _check_device(args)
+    args.seed = parse_seeds([str(s) for group in args.seed for s in group])
     reset = _preflight(args, env_kwargs)
     planned = []  # every configuration is validated before the first run starts
     for agent in args.agent:
@@ -115,24 +138,54 @@ def cmd_run(args) -> int:
             out = args.out / f"{agent}-s{seed}"
             plan = resume_plan(cfg, out, resume=args.resume)  # a refused resume stops everything before any run
             planned.append((agent, seed, cfg, out, plan))
-    _execute_all([(cfg, out, plan) for _, _, cfg, out, plan in planned], args.resume, not args.no_progress)
+    _execute_all([(cfg, out, plan) for _, _, cfg, out, plan in planned], args.resume, not args.no_progress,
+                 batch=not args.no_batch, device=args.device)
     return 0
 
 
-def _execute_all(planned: list, resume: bool, progress: bool) -> None:
-    """Execute each ``(RunConfig, out, ResumePlan)`` in turn, then print the side-by-side summary (stdout)."""
+def population_groups(planned: list, batch: bool = True) -> list[list]:
+    """Group ``(RunConfig, out, ResumePlan)`` entries into populations: runs whose configurations differ only in
+    ``seed`` form one group (in first-appearance order); with ``batch=False`` every run is a group of its own."""
+    if not batch:
+        return [[p] for p in planned]
+    groups: dict[str, list] = {}
+    for entry in planned:
+        key = json.dumps({k: v for k, v in entry[0].to_dict().items() if k != "seed"}, sort_keys=True)
+        groups.setdefault(key, []).append(entry)
+    return list(groups.values())
+
+
+def _execute_all(planned: list, resume: bool, progress: bool, batch: bool = True, device: str = "cpu") -> None:
+    """Execute the ``(RunConfig, out, ResumePlan)`` entries (runs that differ only in seed as one population,
+    :func:`lcpo.online.population.execute_population`, unless ``batch`` is False), then print the side-by-side
+    summary (stdout)."""
     from lcpo.online.run import execute
 
+    say = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
     results = []
-    for cfg, out, plan in planned:
-        if plan.action == "fresh":
-            _announce_offline_training(cfg)
-        summary = execute(cfg, out, resume=resume, progress=progress,
-                          on_message=lambda msg: print(msg, file=sys.stderr))
-        results.append((cfg.agent, cfg.seed, summary, out))
-        print(f"{cfg.agent} seed {cfg.seed}: lifelong return {_fmt(summary['lifelong_return'])} over "
-              f"{_scored(summary, cfg.warmup_steps)}, {summary['steps_per_s']:.0f} steps/s -> {out}",
-              file=sys.stderr)
+    for group in population_groups(planned, batch):
+        for cfg, _, plan in group:
+            if plan.action == "fresh":
+                _announce_offline_training(cfg)
+        if len(group) == 1 and device == "cpu":
+            cfg, out, _ = group[0]
+            summaries = [execute(cfg, out, resume=resume, progress=progress, on_message=say)]
+        else:
+            from lcpo.online.population import execute_population
+
+            summaries = execute_population([g[0] for g in group], [g[1] for g in group], resume=resume,
+                                           progress=progress, on_message=say, device=device)
+        for (cfg, out, _), summary in zip(group, summaries):
+            results.append((cfg.agent, cfg.seed, summary, out))
+            print(f"{cfg.agent} seed {cfg.seed}: lifelong return {_fmt(summary['lifelong_return'])} over "
+                  f"{_scored(summary, cfg.warmup_steps)}, {summary['steps_per_s']:.0f} steps/s -> {out}",
+                  file=sys.stderr)
+        pops = [s["population"] for s in summaries if s.get("population")]
+        if pops and len(group) > 1:
+            p = pops[-1]
+            print(f"{group[0][0].agent}: population of {p['size']} seeds, {p['steps_per_s']:.0f} environment "
+                  f"steps/s in all ({'batch-native' if p['batch_native'] else 'generic path'}, {p['device']})",
+                  file=sys.stderr)
     w = max([10] + [len(agent) for agent, *_ in results])
     print(f"{'agent':<{w}} {'seed':>4} {'lifelong return':>16} {'episodes':>9} {'steps/s':>9} {'constrained':>11}")
     for agent, seed, s, _ in results:
@@ -153,6 +206,7 @@ def add_resume_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("folder", type=Path, help="a run folder, or a folder holding run folders")
     p.add_argument("--steps", type=positive_int, default=None,
                    help="extend each run to this many environment steps (default: the recorded steps)")
+    _add_population_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_resume)
     return p
@@ -200,6 +254,7 @@ def cmd_resume(args) -> int:
 
     from lcpo.online.run import resume_plan
 
+    _check_device(args)
     planned = []
     for run in find_run_folders(args.folder):  # every run is checked before the first one starts
         cfg = _recorded_config(run)
@@ -208,7 +263,7 @@ def cmd_resume(args) -> int:
                 raise ValueError(f"--steps {args.steps} must exceed the warm-up of {run} ({cfg.warmup_steps:,})")
             cfg = dataclasses.replace(cfg, steps=args.steps)
         planned.append((cfg, run, resume_plan(cfg, run, resume=True)))
-    _execute_all(planned, True, not args.no_progress)
+    _execute_all(planned, True, not args.no_progress, batch=not args.no_batch, device=args.device)
     return 0
 
 

@@ -35,6 +35,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import shutil
 import time
 from pathlib import Path
@@ -187,16 +188,29 @@ class PopulationLoop:
         """Keep stepping the masked sub-environments past their own truncation (``never``), as
         :class:`~lcpo.online.loop.OnlineLoop` does with a single environment.
 
-        Raises:
-            ValueError: the vector environment resets its sub-environments itself (not ``DISABLED`` mode).
-        """
-        from gymnasium.vector import AutoresetMode
+        Uses the stream's ``continue_where(mask)`` where it has one; otherwise (``VectorStream`` offers no public
+        way yet) clears the end marks of the stream and of a ``DISABLED``-mode ``SyncVectorEnv``.
 
-        if getattr(self.stream, "mode", AutoresetMode.DISABLED) is not AutoresetMode.DISABLED:
+        Raises:
+            ValueError: the vector environment resets its sub-environments itself (not ``DISABLED`` mode), or
+                keeps its end marks where they cannot be cleared.
+        """
+        from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+        cont = getattr(self.stream, "continue_where", None)
+        if cont is not None:
+            cont(mask)
+            return
+        base = self.stream.venv.unwrapped
+        mode = getattr(self.stream, "mode", AutoresetMode.DISABLED)
+        marks = getattr(base, "_autoreset_envs", None) if isinstance(base, SyncVectorEnv) else None
+        if mode is not AutoresetMode.DISABLED or (isinstance(base, SyncVectorEnv) and marks is None):
             raise ValueError(f"reset condition 'never': sub-environments {np.flatnonzero(mask).tolist()} were "
-                             "truncated by their time limit and the vector environment resets them itself "
-                             f"({self.stream.mode.value} mode); make the environment continuing")
-        self.stream._ended[mask] = False  # VectorStream has no public "continue" (see docs/population.md)
+                             f"truncated by their time limit and the vector environment ({mode.value} mode) cannot "
+                             "carry on past it; make the environment continuing (e.g. --env-arg time_limit=null)")
+        if marks is not None:
+            marks[mask] = False
+        self.stream._ended[mask] = False
 
     def _record(self, k: int) -> None:
         n = int(self._ep_length[k])
@@ -475,11 +489,25 @@ def _per_seed(value, n: int, what: str, kind) -> list:
 
 
 def population_folder(out_dirs: Sequence[str | Path], agent: str) -> Path:
-    """Default folder of a population's own checkpoint: ``<parent of the first seed folder>/.population-<agent>-
-    <8 hex digits of a hash of the seed folders' resolved paths>`` (the same seed folders, the same folder)."""
-    names = "\n".join(sorted(str(Path(p).resolve()) for p in out_dirs))
+    """Default folder of a population's own checkpoint: ``<common parent of the seed folders>/.population-
+    <agent>-<8 hex digits>``, the digits a hash of the seed folders' paths relative to that parent (the same seed
+    folders, the same population folder, also after the parent is moved or copied).
+
+    Raises:
+        ValueError: for no folders.
+    """
+    if not out_dirs:
+        raise ValueError("population_folder needs at least one seed folder")
+    resolved = [Path(p).resolve() for p in out_dirs]
+    parent = Path(os.path.commonpath([p.parent for p in resolved]))
+    names = "\n".join(sorted(str(p.relative_to(parent)) for p in resolved))
     digest = hashlib.sha256(names.encode()).hexdigest()[:8]
-    return Path(out_dirs[0]).parent / f".population-{agent}-{digest}"
+    return parent / f".population-{agent}-{digest}"
+
+
+def _member_key(out: Path, pop_dir: Path) -> str:
+    """How the population checkpoint names a seed folder: its path relative to the population folder's parent."""
+    return os.path.relpath(Path(out).resolve(), Path(pop_dir).resolve().parent)
 
 
 def _check_members(configs: Sequence, out_dirs: Sequence) -> None:
@@ -571,16 +599,31 @@ def execute_population(configs: Sequence, out_dirs: Sequence[str | Path], *, res
         return _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_at, on_progress,
                                on_message, device)
     except BaseException:
-        for folder, made in zip([*out_dirs, pop_dir], created):
-            if made and folder != pop_dir:
+        if len(locks) == len(out_dirs) + 1:  # the population folder goes first, so that emptied parents can go
+            _remove_if_spent(pop_dir)
+            locks.pop().release()
+        for folder, made in zip(out_dirs, created):
+            if made:
                 _remove_failed(folder, made)
-        if created and len(created) == len(out_dirs) + 1 and created[-1]:
-            if not any(f.exists() for f in out_dirs):
-                shutil.rmtree(pop_dir, ignore_errors=True)
         raise
     finally:
+        if len(locks) == len(out_dirs) + 1:
+            _remove_if_spent(pop_dir)  # only while holding its lock
         for lock in reversed(locks):
             lock.release()
+
+
+def _remove_if_spent(pop_dir: Path) -> None:
+    """Remove the population folder once it holds nothing but its lock file (the run finished, or failed
+    before its first checkpoint); called by the lock's holder only."""
+    from lcpo.persistence.runlock import LOCK_NAME
+
+    try:
+        if pop_dir.is_dir() and {p.name for p in pop_dir.iterdir()} <= {LOCK_NAME}:
+            (pop_dir / LOCK_NAME).unlink(missing_ok=True)
+            pop_dir.rmdir()
+    except OSError:
+        pass
 
 
 def _start_state(cfg, out: Path, plan, member: dict | None):
@@ -627,8 +670,8 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
     if resume and pop_store.latest() is not None:
         _, pop_state = pop_store.load()
         members = {m["folder"]: m["state"] for m in pop_state["members"]}
-    starts = [_start_state(configs[i], out_dirs[i], plans[i],
-                           members.get(str(out_dirs[i].resolve()))) for i in active]
+    starts = [_start_state(configs[i], out_dirs[i], plans[i], members.get(_member_key(out_dirs[i], pop_dir)))
+              for i in active]
     steps0 = sorted({s for s, _, _ in starts})
     if len(steps0) > 1:
         at = ", ".join(f"{out_dirs[i]} at step {s:,}" for i, (s, _, _) in zip(active, starts))
@@ -710,14 +753,14 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
     target = cfgs[0].steps if stop_at is None else min(cfgs[0].steps, stop_at)
     every = cfgs[0].checkpoint_every
     stores = [RunCheckpoints(out / "checkpoint") for out in outs]
-    pop_config = {"population": [c.to_dict() for c in cfgs], "folders": [str(o.resolve()) for o in outs]}
+    pop_config = {"population": [c.to_dict() for c in cfgs], "folders": [_member_key(o, pop_dir) for o in outs]}
 
     def checkpoint():
         wall = wall_before + time.perf_counter() - start
         loops = pop.loop.seed_states()
         seed_states = [{"config": cfg.to_dict(), "agent": pop.agents.seed_state_dict(j), "loop": loops[j], "log": logs[j].state_dict(),
                         "wall_time_s": wall, "resumed_from": resumed_from[j]} for j, cfg in enumerate(cfgs)]
-        pop_store.commit(pop.steps, {"members": [{"folder": str(o.resolve()), "state": s}
+        pop_store.commit(pop.steps, {"members": [{"folder": _member_key(o, pop_dir), "state": s}
                                                  for o, s in zip(outs, seed_states)]}, config=pop_config)
         for j in range(n):  # each seed folder's own checkpoint, in the single-run format
             stores[j].commit(pop.steps, seed_states[j], config=cfgs[j].to_dict())
@@ -784,4 +827,6 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
         }
         atomic_write_json(out / "summary.json", summary)
         results[active[j]] = json.loads((out / "summary.json").read_text())
+    # every seed folder now holds its final checkpoint and summary: the population's own copy is redundant
+    shutil.rmtree(pop_dir / "checkpoint", ignore_errors=True)
     return results

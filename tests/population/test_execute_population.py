@@ -1,0 +1,231 @@
+"""Populations with run folders (issue 26 items 4 and 5): each seed folder equals its solo run, a population
+resumes exactly (from a stop, from a crash at any file operation of its checkpoint, a seed folder alone), seeds
+are independent, and `lcpo run --seed 0-3` equals `--no-batch`."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from faults import Crash, FileFaults
+from lcpo.cli.main import main
+from lcpo.online.population import execute_population, population_folder
+from lcpo.online.run import RunConfig, execute
+from lcpo.persistence.checkpoint import RunCheckpoints
+
+AGENTS = {
+    "a2c": {"hidden": [16]},                                                     # on-policy (rollout batch)
+    "ddqn": {"buffer_size": 1000, "learning_starts": 100, "train_every": 100, "batch_size": 32,
+             "hidden": [16, 16]},                                                # replay buffer
+    "lcpo": {"reservoir_size": 1000, "hidden": [16]},                            # reservoir + OOD sampler
+}
+TIMING = ("wall_time_s", "steps_per_s", "population")
+
+
+def _cfg(agent="a2c", seed=0, **kw):
+    base = dict(trace="wind-3", trace_length=5000, agent=agent, steps=600, seed=seed, checkpoint_every=200,
+                diagnostics_every=200, overrides=AGENTS[agent], reset="every:150")
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def _outputs(folder):
+    return {name: (folder / name).read_text() for name in ("episodes.csv", "diagnostics.csv", "config.json")}
+
+
+def _untimed(summary):
+    return {k: v for k, v in summary.items() if k not in TIMING}
+
+
+def _same(a, b, where="state"):
+    """Recursive bitwise equality of two checkpoint states (tensors, arrays, plain values)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), where
+        for k in a:
+            if k != "wall_time_s":
+                _same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{where}[{i}]")
+    elif isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), where
+    elif isinstance(a, np.ndarray):
+        np.testing.assert_array_equal(a, b, err_msg=where)
+    else:
+        assert a == b, where
+
+
+@pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_each_seed_folder_equals_its_solo_run(tmp_path, agent):
+    """Generic path: bitwise equal episodes, diagnostics, config, summary (but timing) and checkpoint."""
+    cfgs = [_cfg(agent, s) for s in (0, 1, 2)]
+    pops = execute_population(cfgs, [tmp_path / f"pop{s}" for s in (0, 1, 2)])
+    for c, p in zip(cfgs, pops):
+        solo = execute(c, tmp_path / f"solo{c.seed}")
+        assert _untimed(p) == _untimed(solo)
+        assert p["population"]["size"] == 3 and p["population"]["seeds"] == [0, 1, 2]
+        assert p["population"]["steps_per_s"] > 0 and p["updates"] > 0
+        assert _outputs(tmp_path / f"pop{c.seed}") == _outputs(tmp_path / f"solo{c.seed}")
+        _same(RunCheckpoints(tmp_path / f"pop{c.seed}" / "checkpoint").load(),
+              RunCheckpoints(tmp_path / f"solo{c.seed}" / "checkpoint").load())
+    assert not population_folder([tmp_path / f"pop{s}" for s in (0, 1, 2)], agent).exists()  # spent: removed
+
+
+def test_stopped_population_resumes_to_the_uninterrupted_runs(tmp_path):
+    cfgs = [_cfg("lcpo", s) for s in (0, 1)]
+    full = execute_population(cfgs, [tmp_path / f"full{s}" for s in (0, 1)])
+    outs = [tmp_path / f"cut{s}" for s in (0, 1)]
+    assert execute_population(cfgs, outs, stop_at=400) == [{"interrupted_at": 400}] * 2
+    assert not (outs[0] / "summary.json").exists() and population_folder(outs, "lcpo").is_dir()
+    messages = []
+    resumed = execute_population(cfgs, outs, on_message=messages.append)
+    assert messages == [f"{o}: resuming from the checkpoint at step 400" for o in outs]
+    for s, a, b in zip((0, 1), resumed, full):
+        assert a["resumed_from"] == [400] and a["lifelong_return"] == b["lifelong_return"]
+        assert _untimed({**a, "resumed_from": []}) == _untimed(b)
+        assert _outputs(tmp_path / f"cut{s}") == _outputs(tmp_path / f"full{s}")
+
+
+def test_a_seed_folder_of_a_stopped_population_resumes_alone(tmp_path):
+    """`lcpo resume <seed folder>` needs no special case: the folder's checkpoint is a solo run's."""
+    cfgs = [_cfg("a2c", s) for s in (0, 1)]
+    outs = [tmp_path / f"p{s}" for s in (0, 1)]
+    execute_population(cfgs, outs, stop_at=400)
+    alone = execute(cfgs[1], outs[1])
+    solo = execute(cfgs[1], tmp_path / "solo")
+    assert alone["resumed_from"] == [400] and alone["lifelong_return"] == solo["lifelong_return"]
+    assert _outputs(outs[1]) == _outputs(tmp_path / "solo")
+    # the other seed continues later; a population of the two now refuses (steps 400 and 600 differ)...
+    with pytest.raises(ValueError, match="different steps"):
+        execute_population([_cfg("a2c", s, steps=800) for s in (0, 1)], outs)
+    # ...while the unfinished one finishes as a population of one
+    rest = execute_population(cfgs, outs)
+    assert rest[1] == json.loads((outs[1] / "summary.json").read_text())
+    assert rest[0]["lifelong_return"] == execute(cfgs[0], tmp_path / "solo0")["lifelong_return"]
+
+
+def _arm_during_commit(monkeypatch, faults, step):
+    """Arm ``faults`` from the first checkpoint commit at ``step`` (the population's) until a commit at another
+    step: the population commit, every seed folder's export and their episodes/diagnostics writes."""
+    real = RunCheckpoints.commit
+
+    def commit(self, s, state, config):
+        if s == step:
+            faults.arm()
+        else:
+            faults.disarm()
+        return real(self, s, state, config)
+
+    monkeypatch.setattr(RunCheckpoints, "commit", commit)
+
+
+def _crash_trials(tmp_path, monkeypatch, stride):
+    import os
+
+    monkeypatch.setattr(os, "fsync", lambda fd: None)  # durability is not under test here (see faults.py)
+    cfgs = [_cfg("a2c", s, reset="end") for s in (0, 1)]
+    full = execute_population(cfgs, [tmp_path / f"full{s}" for s in (0, 1)])
+    base = tmp_path / "base"
+    execute_population(cfgs, [base / f"r{s}" for s in (0, 1)], stop_at=200)
+    with pytest.MonkeyPatch.context() as mp:
+        counter = FileFaults(mp)
+        _arm_during_commit(mp, counter, 400)
+        shutil.copytree(base, tmp_path / "count")
+        execute_population(cfgs, [tmp_path / "count" / f"r{s}" for s in (0, 1)])
+    n = counter.count
+    assert n >= 60, counter.log  # the population commit, two exports, two log writes
+    sources = set()
+    for k in sorted(set(range(1, n + 1, stride)) | {n}):
+        trial = tmp_path / f"crash{k}"
+        shutil.copytree(base, trial)
+        outs = [trial / f"r{s}" for s in (0, 1)]
+        with pytest.MonkeyPatch.context() as mp:
+            faults = FileFaults(mp, crash_at=k)
+            _arm_during_commit(mp, faults, 400)
+            with pytest.raises(Crash):
+                execute_population(cfgs, outs)
+        assert not (outs[0] / "summary.json").exists()
+        steps = [RunCheckpoints(o / "checkpoint").latest().step for o in outs]
+        pop = RunCheckpoints(population_folder(outs, "a2c") / "checkpoint").latest().step
+        sources.add((pop, *steps))
+        resumed = execute_population(cfgs, outs)
+        for s, r, f in zip((0, 1), resumed, full):
+            assert r["lifelong_return"] == f["lifelong_return"], (k, faults.log[-1])
+            assert r["resumed_from"][-1] == pop, k  # always from the population's committed step
+            assert _outputs(outs[s]) == _outputs(tmp_path / f"full{s}"), k
+        shutil.rmtree(trial)
+    return sources
+
+
+def test_crash_during_a_population_checkpoint_resumes_to_the_same_runs(tmp_path, monkeypatch):
+    """The process dies before file operation k of the step-400 checkpoint (population commit, then each seed
+    folder's export): the resumed population ends as the uninterrupted one, from step 200 or 400, also when the
+    seed folders were left at different steps (a crash between the exports)."""
+    sources = _crash_trials(tmp_path, monkeypatch, stride=7)
+    assert {(200, 200, 200), (400, 200, 200), (400, 400, 200), (400, 400, 400)} <= sources, sources
+
+
+@pytest.mark.slow
+def test_crash_at_every_file_operation_of_a_population_checkpoint(tmp_path, monkeypatch):
+    _crash_trials(tmp_path, monkeypatch, stride=1)
+
+
+def test_changing_one_seeds_environment_leaves_the_others_identical(tmp_path):
+    cfgs = [_cfg("a2c", s) for s in (0, 1, 2)]
+    execute_population(cfgs, [tmp_path / f"a{s}" for s in (0, 1, 2)])
+    changed = [cfgs[0], _cfg("a2c", 1, env_kwargs={"time_limit": 90}, trace="wind-1"), cfgs[2]]
+    execute_population(changed, [tmp_path / f"b{s}" for s in (0, 1, 2)])
+    for s in (0, 2):
+        assert _outputs(tmp_path / f"a{s}") == _outputs(tmp_path / f"b{s}")
+    assert _outputs(tmp_path / "a1")["episodes.csv"] != _outputs(tmp_path / "b1")["episodes.csv"]
+    assert execute(changed[1], tmp_path / "solo1")["lifelong_return"] == \
+        json.loads((tmp_path / "b1" / "summary.json").read_text())["lifelong_return"]
+
+
+def test_members_must_share_agent_steps_and_overrides(tmp_path):
+    with pytest.raises(ValueError, match="must share steps: seed 0 has 600, seed 1 has 800"):
+        execute_population([_cfg(seed=0), _cfg(seed=1, steps=800)], [tmp_path / "a", tmp_path / "b"])
+    with pytest.raises(ValueError, match="seeds repeat"):
+        execute_population([_cfg(seed=0), _cfg(seed=0)], [tmp_path / "a", tmp_path / "b"])
+    assert not (tmp_path / "a").exists()
+
+
+def test_cli_seed_range_writes_the_folders_of_the_solo_runs(tmp_path, capsys):
+    args = ["run", "--agent", "a2c", "--trace", "wind-3", "--trace-length", "5000", "--steps", "2000",
+            "--set", "hidden=[16]", "--checkpoint-every", "1000", "--no-progress"]
+    assert main([*args, "--seed", "0-2", "5", "--out", str(tmp_path / "pop")]) == 0
+    err = capsys.readouterr().err
+    assert "a2c: population of 4 seeds" in err
+    assert main([*args, "--seed", "0", "1", "2", "5", "--no-batch", "--out", str(tmp_path / "solo")]) == 0
+    for s in (0, 1, 2, 5):
+        a, b = tmp_path / "pop" / f"a2c-s{s}", tmp_path / "solo" / f"a2c-s{s}"
+        assert _outputs(a) == _outputs(b)
+        sa, sb = (json.loads((f / "summary.json").read_text()) for f in (a, b))
+        assert _untimed(sa) == _untimed(sb) and sa["population"]["seeds"] == [0, 1, 2, 5]
+        assert "population" not in sb
+
+
+def test_cli_resume_extends_population_folders_as_a_population(tmp_path, capsys):
+    args = ["--agent", "a2c", "--trace", "wind-3", "--trace-length", "5000", "--set", "hidden=[16]",
+            "--checkpoint-every", "400", "--no-progress", "--seed", "0-1"]
+    assert main(["run", *args, "--steps", "400", "--out", str(tmp_path / "r")]) == 0
+    assert main(["resume", str(tmp_path / "r"), "--steps", "800", "--no-progress"]) == 0
+    assert "population of 2 seeds" in capsys.readouterr().err
+    assert main(["run", *args, "--steps", "800", "--out", str(tmp_path / "straight")]) == 0
+    for s in (0, 1):
+        assert _outputs(tmp_path / "r" / f"a2c-s{s}")["episodes.csv"] == \
+            _outputs(tmp_path / "straight" / f"a2c-s{s}")["episodes.csv"]
+
+
+def test_parse_seeds():
+    from lcpo.cli.argtypes import parse_seeds
+
+    assert parse_seeds(["0-3", "8"]) == [0, 1, 2, 3, 8] and parse_seeds(["0", "1", "2"]) == [0, 1, 2]
+    for bad, match in (("3-1", "0 <= A <= B"), ("x", "bad seed 'x'"), ("-2", "bad seed '-2'")):
+        with pytest.raises(ValueError, match=match):
+            parse_seeds([bad])
+    with pytest.raises(ValueError, match="seed 2 is given twice"):
+        parse_seeds(["0-3", "2"])
