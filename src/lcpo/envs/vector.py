@@ -42,13 +42,15 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 
 from lcpo.envs.registration import check_env_name, make_env
 
-__all__ = ["MODES", "NATIVE_VECTOR_ENVS", "VectorStream", "make_vector_env"]
+__all__ = ["MODES", "NATIVE_VECTOR_ENVS", "StepInfos", "VectorStream", "make_vector_env"]
 
 #: vectorisation modes of :func:`make_vector_env`
 MODES = ("auto", "sync", "async", "native")
 
 #: env id -> "module:class" of its native vector implementation, constructed as ``cls(env_kwargs=[...])``
-NATIVE_VECTOR_ENVS: dict[str, str] = {}  # windy Pendulum's lands next (lcpo.envs.windy_pendulum_vector)
+NATIVE_VECTOR_ENVS: dict[str, str] = {
+    "lcpo/WindyPendulum-v0": "lcpo.envs.windy_pendulum_vector:WindyPendulumVectorEnv",
+}
 
 
 def _native_class(env_id: str):
@@ -158,24 +160,77 @@ def _takes_reset_mask(venv: VectorEnv, mode: AutoresetMode) -> bool:
             or bool(venv.metadata.get("reset_mask", False)))
 
 
-def _split_infos(infos: dict, n: int) -> list[dict]:
-    """Gymnasium's batched info dict (``key`` arrays with ``_key`` masks, nested dicts) -> N per-sub-env dicts."""
-    out: list[dict] = [{} for _ in range(n)]
+def _copy_infos(infos: dict) -> dict:
+    """A copy of Gymnasium's batched info dict whose arrays the vector env can no longer mutate."""
+    return {k: _copy_infos(v) if isinstance(v, dict) else (v.copy() if isinstance(v, np.ndarray) else v)
+            for k, v in infos.items()}
+
+
+def _info_at(infos: dict, i: int) -> dict:
+    """Sub-env ``i``'s info from Gymnasium's batched info dict (``key`` arrays with ``_key`` masks, nested dicts)."""
+    out = {}
     for key, value in infos.items():
         if key.startswith("_") and key[1:] in infos:
             continue
         mask = infos.get(f"_{key}")
-        if isinstance(value, dict):
-            parts = _split_infos(value, n)
-            for i in range(n):
-                if mask is None or mask[i]:
-                    out[i][key] = parts[i]
+        if mask is not None and not mask[i]:
             continue
-        for i in range(n):
-            if mask is None or mask[i]:
-                v = value[i]
-                out[i][key] = v.copy() if isinstance(v, np.ndarray) else v
+        out[key] = _info_at(value, i) if isinstance(value, dict) else value[i]
     return out
+
+
+class StepInfos(Sequence):
+    """The N per-sub-env info dicts of one step, built on access (a read-only sequence: ``infos[k]``,
+    ``len(infos)``, iteration), and the batched arrays for vectorised consumers.
+
+    Args:
+        infos: Gymnasium's batched info dict (copied by the caller).
+        n: number of sub-envs.
+        overrides: ``{k: info}`` for sub-envs whose info is not the batched one (SAME_STEP: the final info).
+
+    ``infos[k]`` is a dict (the same object on every access), e.g. ``infos[k]["context"]`` ``(2,)`` float64;
+    ``infos.batched("context")`` is the ``(N, ...)`` array of a key every sub-env has (KeyError otherwise).
+    """
+
+    def __init__(self, infos: dict, n: int, overrides: dict[int, dict] | None = None):
+        self._infos, self._n = infos, n
+        self._overrides = dict(overrides or {})
+        self._cache: dict[int, dict] = dict(self._overrides)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._n))]
+        i = int(i)
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(f"sub-env index {i} out of range for {self._n} sub-environments")
+        if i not in self._cache:
+            self._cache[i] = _info_at(self._infos, i)
+        return self._cache[i]
+
+    def batched(self, key: str) -> np.ndarray:
+        """``(N, ...)`` array of ``key`` over the sub-envs (the final info's value where a SAME_STEP sub-env
+        ended).
+
+        Raises:
+            KeyError: a key that some sub-env's info lacks.
+        """
+        value, mask = self._infos.get(key), self._infos.get(f"_{key}")
+        if not isinstance(value, np.ndarray) or value.dtype == object or (mask is not None and not mask.all()):
+            return np.stack([np.asarray(self[i][key]) for i in range(self._n)])  # KeyError names the key
+        if not self._overrides:
+            return value
+        out = value.copy()
+        for i, info in self._overrides.items():
+            out[i] = info[key]
+        return out
+
+    def __repr__(self) -> str:
+        return f"StepInfos({[self[i] for i in range(self._n)]!r})"
 
 
 class VectorStream:
@@ -298,26 +353,28 @@ class VectorStream:
         rew = np.array(rew, dtype=np.float64, copy=True).reshape(self.num_envs)
         ended = term | trunc
         next_obs = self._as_obs(obs)
-        per_env = _split_infos(infos, self.num_envs)
+        infos = _copy_infos(infos)
+        overrides: dict[int, dict] = {}
         if self.mode is AutoresetMode.SAME_STEP and ended.any():
             self._autoreset_obs = next_obs.copy() if self._autoreset_obs is None else self._autoreset_obs
             final = infos.get("final_obs")
             final_info = infos.get("final_info")
-            finfo = _split_infos(final_info, self.num_envs) if isinstance(final_info, dict) else None
             for i in np.flatnonzero(ended):
                 if final is None or final[i] is None:
                     raise RuntimeError(f"SAME_STEP vector env {self.venv}: sub-env {i} ended without "
                                        "info['final_obs']")
+                if not isinstance(final_info, dict):
+                    raise RuntimeError(f"SAME_STEP vector env {self.venv}: sub-env {i} ended without "
+                                       "info['final_info'] (its info would be the reset's)")
                 self._autoreset_obs[i] = next_obs[i]
                 next_obs[i] = np.asarray(final[i], dtype=np.float32).reshape(-1)
-                if finfo is not None:
-                    per_env[i] = finfo[i]
+                overrides[int(i)] = _info_at(final_info, int(i))
             self._autoreset |= ended
         elif self.mode is AutoresetMode.NEXT_STEP:
             self._pending_step |= ended
         self._ended = ended
         self.obs = next_obs
-        return next_obs.copy(), rew, term, trunc, per_env
+        return next_obs.copy(), rew, term, trunc, StepInfos(infos, self.num_envs, overrides)
 
     def reset_where(self, mask, seeds: Sequence[int | None] | None = None) -> np.ndarray:
         """Reset the masked sub-envs only (episode ends, or a forced reset of running ones); others keep going.
