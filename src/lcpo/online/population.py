@@ -165,10 +165,19 @@ class PopulationLoop:
             if hook is not None:
                 hook()
 
-    def _add_context(self, infos: list) -> None:
-        ctx = [i.get("context") if i else None for i in infos]
-        if all(c is not None for c in ctx):
-            arr = np.asarray(ctx, dtype=np.float64).reshape(self.n, -1)
+    def _add_context(self, infos) -> None:
+        arr = None
+        batched = getattr(infos, "batched", None)  # VectorStream's StepInfos: the (N, c) array without N dicts
+        if batched is not None:
+            try:
+                arr = np.asarray(batched("context"), dtype=np.float64).reshape(self.n, -1)
+            except KeyError:
+                arr = None
+        if arr is None:
+            ctx = [i.get("context") if i else None for i in infos]
+            if all(c is not None for c in ctx):
+                arr = np.asarray(ctx, dtype=np.float64).reshape(self.n, -1)
+        if arr is not None:
             if self._ctx_sum is None or self._ctx_sum.shape != arr.shape:
                 self._ctx_sum = arr.copy()
             else:  # a fresh episode starts from its first context itself (as OnlineLoop does), keeping -0.0
@@ -626,6 +635,20 @@ def _remove_if_spent(pop_dir: Path) -> None:
         pass
 
 
+def _probe_view(agents, k: int):
+    """What :class:`lcpo.experiments.forgetting.PolicyProbe` reads of seed ``k`` (``actor``, ``rollout``): the
+    generic path's single agent, or a batch-native population's per-seed modules and rollout views."""
+    members = getattr(agents, "members", None)
+    if members is not None:
+        return members[k]
+    from types import SimpleNamespace
+
+    actors, rollouts = getattr(agents, "actors", None), getattr(agents, "rollouts", None)
+    if actors is None or rollouts is None:
+        return SimpleNamespace()  # nothing to probe (PolicyProbe.supports is False)
+    return SimpleNamespace(actor=actors.members[k], rollout=rollouts.seed(k))
+
+
 def _start_state(cfg, out: Path, plan, member: dict | None):
     """``(step, state, source)`` seed ``cfg`` starts from: its folder's checkpoint, its slice of the population
     checkpoint (``member``), whichever is later, or ``(0, None, None)``."""
@@ -730,9 +753,7 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
     def on_update(j, step, diag):
         logs[j].on_update(step, diag)
         if probes[j] is not None:
-            members = getattr(pop.agents, "members", None)
-            agent = members[j] if members is not None else pop.agents.seed_agent(j)
-            probes[j].on_update(step, agent)
+            probes[j].on_update(step, _probe_view(pop.agents, j))
 
     recent: list[list[float]] = [[] for _ in range(n)]
 
