@@ -229,3 +229,27 @@ def test_parse_seeds():
             parse_seeds([bad])
     with pytest.raises(ValueError, match="seed 2 is given twice"):
         parse_seeds(["0-3", "2"])
+
+
+def test_cli_takes_a_users_vector_env_as_the_population(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MODULE:CLASS is imported from the current folder or sys.path
+    args = ["run", "--env", "population_toys:EdgeVectorEnv", "--env-arg", "time_limit=5", "--agent", "a2c",
+            "--set", "hidden=[8]", "--set", "rollout_steps=20", "--steps", "100", "--checkpoint-every", "50",
+            "--no-progress", "--out", str(tmp_path / "v")]
+    assert main([*args, "--seed", "0-2", "--env-arg", "num_envs=2"]) == 2
+    assert "vector env of 2 sub-environments: pass 2 seeds" in capsys.readouterr().err
+    assert not (tmp_path / "v").exists()
+    assert main([*args, "--seed", "0-1"]) == 0  # made with num_envs=2, one sub-environment per seed
+    for s in (0, 1):
+        summary = json.loads((tmp_path / "v" / f"a2c-s{s}" / "summary.json").read_text())
+        assert summary["episodes"] == 20 and summary["population"]["size"] == 2
+
+
+def test_never_reset_on_a_time_limited_env_equals_the_solo_runs(tmp_path):
+    """`--reset never` on the windy Pendulum (200-step time limit): each seed carries on past it, as alone."""
+    cfgs = [_cfg("a2c", s, reset="never", steps=500, checkpoint_every=250) for s in (0, 1)]
+    pops = execute_population(cfgs, [tmp_path / f"p{s}" for s in (0, 1)])
+    for c, p in zip(cfgs, pops):
+        solo = execute(c, tmp_path / f"s{c.seed}")
+        assert _untimed(p) == _untimed(solo) and p["episodes"] == 2  # two 200-step windows
+        assert _outputs(tmp_path / f"p{c.seed}") == _outputs(tmp_path / f"s{c.seed}")

@@ -137,3 +137,20 @@ def test_non_finite_reward_names_the_seed():
     stream.step = step
     with pytest.raises(ValueError, match="non-finite reward nan of seed 1 at step 0"):
         loop.run(3)
+
+
+def test_a_users_vector_env_is_taken_as_the_population():
+    """`--env population_toys:EdgeVectorEnv` (a VectorEnv in NEXT_STEP mode, one sub-env per seed): each seed
+    learns exactly as its solo run on the single environment."""
+    from lcpo.agents.a2c import A2C
+    from lcpo.online.population import Population
+
+    pop = Population("a2c", "population_toys:EdgeVectorEnv", seeds=[4, 6], env_kwargs={"time_limit": 5},
+                     hidden=[8], rollout_steps=20)
+    assert pop.stream.venv.num_envs == 2 and pop.seed_envs is None
+    pop.learn(100)
+    for k, seed in enumerate((4, 6)):
+        solo = A2C(make_env(ENV, time_limit=5), seed=seed, hidden=[8], rollout_steps=20).learn(100)
+        assert pop.episodes[k] == solo.episodes and len(solo.episodes) == 20
+    with pytest.raises(ValueError, match="vector env of 3 sub-environments: pass 3 seeds"):
+        Population("a2c", "population_toys:EdgeVectorEnv", seeds=[0, 1], env_kwargs={"num_envs": 3})

@@ -126,7 +126,14 @@ def cmd_run(args) -> int:
     _check_trace_length(args)
     _check_device(args)
     args.seed = parse_seeds([str(s) for group in args.seed for s in group])
-    reset = _preflight(args, env_kwargs)
+    from lcpo.online.population import names_vector_env
+
+    vector = names_vector_env(args.env)
+    if vector and args.no_batch:
+        raise ValueError(f"--env {args.env} is a vector env (one sub-environment per seed): it runs as a population; "
+                         "drop --no-batch")
+    # a user's vector env runs as a population of len(--seed) seeds (the single-run checks do not apply)
+    reset = (args.reset or "end") if vector else _preflight(args, env_kwargs)
     planned = []  # every configuration is validated before the first run starts
     for agent in args.agent:
         for seed in args.seed:
@@ -139,7 +146,7 @@ def cmd_run(args) -> int:
             plan = resume_plan(cfg, out, resume=args.resume)  # a refused resume stops everything before any run
             planned.append((agent, seed, cfg, out, plan))
     _execute_all([(cfg, out, plan) for _, _, cfg, out, plan in planned], args.resume, not args.no_progress,
-                 batch=not args.no_batch, device=args.device)
+                 batch=not args.no_batch, device=args.device, vector=vector)
     return 0
 
 
@@ -155,10 +162,11 @@ def population_groups(planned: list, batch: bool = True) -> list[list]:
     return list(groups.values())
 
 
-def _execute_all(planned: list, resume: bool, progress: bool, batch: bool = True, device: str = "cpu") -> None:
+def _execute_all(planned: list, resume: bool, progress: bool, batch: bool = True, device: str = "cpu",
+                 vector: bool = False) -> None:
     """Execute the ``(RunConfig, out, ResumePlan)`` entries (runs that differ only in seed as one population,
-    :func:`lcpo.online.population.execute_population`, unless ``batch`` is False), then print the side-by-side
-    summary (stdout)."""
+    :func:`lcpo.online.population.execute_population`, unless ``batch`` is False; always for a user's vector
+    env, ``vector``), then print the side-by-side summary (stdout)."""
     from lcpo.online.run import execute
 
     say = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
@@ -167,7 +175,7 @@ def _execute_all(planned: list, resume: bool, progress: bool, batch: bool = True
         for cfg, _, plan in group:
             if plan.action == "fresh":
                 _announce_offline_training(cfg)
-        if len(group) == 1 and device == "cpu":
+        if len(group) == 1 and device == "cpu" and not vector:
             cfg, out, _ = group[0]
             summaries = [execute(cfg, out, resume=resume, progress=progress, on_message=say)]
         else:

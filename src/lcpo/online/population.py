@@ -45,7 +45,9 @@ import numpy as np
 
 from lcpo.online.loop import SEGMENT_STEPS, NeverReset, ResetOnEnd, Transition, parse_reset
 
-__all__ = ["Population", "PopulationLoop", "execute_population", "population_folder", "SHARED_KEYS"]
+__all__ = ["Population", "PopulationLoop", "execute_population", "names_vector_env", "population_folder",
+           "user_vector_env",
+           "SHARED_KEYS"]
 
 #: Run-configuration keys every member of one population must share (the agent population is built once for
 #: all seeds, and the seeds step in lockstep); the others (seed, trace, env_kwargs, reset, warm-up, diagnostics,
@@ -56,21 +58,110 @@ SHARED_KEYS = ("env", "agent", "overrides", "steps", "checkpoint_every")
 # -- what a population is made of: a vector stream and an agent population ---------------------------------
 
 
-def _make_stream(env_id: str, env_kwargs: list[dict]):
-    """``(stream, seed_envs)``: the vector stream over one sub-environment per seed, and the sub-environments
-    themselves where they exist as objects (a ``SyncVectorEnv``'s; ``None`` for a native vector environment)."""
+def _make_stream(env_id: str, env_kwargs: list[dict], resets: Sequence[str] = ()):
+    """``(stream, seed_envs, user)``: the vector stream over one sub-environment per seed, the sub-environments
+    themselves where they exist as objects (a ``SyncVectorEnv``'s; ``None`` for a native vector environment or a
+    user's), and whether it is the user's own vector environment (:func:`user_vector_env`).
+
+    A seed under ``never`` keeps stepping past its environment's own time limit (as the solo loop does), which
+    only the single environments allow: such populations step a ``SyncVectorEnv``.
+    """
     from gymnasium.vector import SyncVectorEnv
 
     from lcpo.envs.vector import VectorStream, make_vector_env
 
-    venv = make_vector_env(env_id, env_kwargs)
+    user = user_vector_env(env_id, env_kwargs)
+    venv = user if user is not None else make_vector_env(env_id, env_kwargs,
+                                                         mode="sync" if "never" in resets else "auto")
     base = venv.unwrapped
-    envs = list(base.envs) if isinstance(base, SyncVectorEnv) else None
-    return VectorStream(venv), envs
+    envs = list(base.envs) if isinstance(base, SyncVectorEnv) and user is None else None
+    return VectorStream(venv), envs, user is not None
+
+
+def names_vector_env(env_id: str) -> bool:
+    """Whether ``env_id`` names a user's vector environment (see :func:`user_vector_env`), without making it.
+
+    Raises:
+        ValueError: an unknown environment name (:func:`lcpo.envs.registration.check_env_name`).
+    """
+    import gymnasium as gym
+    from gymnasium.vector import VectorEnv
+
+    from lcpo.envs.registration import _resolve
+
+    kind, target = _resolve(env_id)
+    if kind == "entry":
+        return isinstance(target, type) and issubclass(target, VectorEnv)
+    spec = gym.spec(target)
+    return spec.entry_point is None and spec.vector_entry_point is not None
+
+
+def user_vector_env(env_id: str, env_kwargs: Sequence[dict]):
+    """The user's own vector environment named by ``env_id``, made once for the whole population, or None when
+    ``env_id`` names a single environment (which :func:`lcpo.envs.vector.make_vector_env` vectorises).
+
+    A vector environment is: ``MODULE:CLASS`` where ``CLASS`` is a :class:`gymnasium.vector.VectorEnv`
+    subclass, or a registered id whose only entry point is a vector entry point. It is made with the (shared)
+    environment arguments, plus ``num_envs=N`` where it takes that argument and it was not given; its
+    ``num_envs`` must be N, one sub-environment per seed.
+
+    Raises:
+        ValueError: per-seed environment arguments that differ (one vector env takes one set), or ``num_envs``
+            other than the number of seeds.
+    """
+    import inspect
+
+    import gymnasium as gym
+
+    from lcpo.envs.registration import _resolve
+
+    if not names_vector_env(env_id):
+        return None
+    kind, target = _resolve(env_id)
+    n = len(env_kwargs)
+    if kind == "entry":
+        make = target
+    else:
+        def make(**kw):
+            return gym.make_vec(target, vectorization_mode="vector_entry_point", **kw)
+    first = dict(env_kwargs[0])
+    if any(dict(kw) != first for kw in env_kwargs[1:]):
+        raise ValueError(f"environment {env_id!r} is a vector env, made once for all seeds: its environment "
+                         "arguments must be the same for every seed")
+    kw = dict(first)
+    try:
+        takes_n = "num_envs" in inspect.signature(make).parameters or kind == "id"
+    except (TypeError, ValueError):
+        takes_n = False
+    if takes_n and "num_envs" not in kw:
+        kw["num_envs"] = n
+    venv = make(**kw)
+    if int(venv.num_envs) != n:
+        raise ValueError(f"environment {env_id!r} is a vector env of {venv.num_envs} sub-environments: pass "
+                         f"{venv.num_envs} seeds (one per sub-environment), got {n}")
+    return venv
+
+
+class _Template:
+    """A single environment's face of a user's vector env (spaces, context declaration) for the agents."""
+
+    def __init__(self, venv):
+        import gymnasium as gym
+
+        class Face(gym.Env):
+            metadata = dict(getattr(venv, "metadata", {}))
+
+        face = Face()
+        face.observation_space = venv.single_observation_space
+        face.action_space = venv.single_action_space
+        spec = getattr(venv.unwrapped, "context_spec", None)
+        if spec is not None:
+            face.context_spec = spec
+        self.env = face
 
 
 def _make_agents(agent: str, env_id: str, env_kwargs: dict, seeds: list[int], device: str, batch: bool,
-                 overrides: dict):
+                 overrides: dict, template=None):
     """The agent population over a template environment (made with seed 0's arguments; an agent reads it for
     its spaces and context declaration): batch-native where :data:`lcpo.agents.population.BATCH_NATIVE` lists
     the agent and ``batch`` is True, else the generic :class:`lcpo.agents.population.AgentPopulation` (N
@@ -87,7 +178,8 @@ def _make_agents(agent: str, env_id: str, env_kwargs: dict, seeds: list[int], de
     if device != "cpu" and not native:
         raise ValueError(f"--device {device}: agent {agent!r} is not batch-native here (its networks stay on the "
                          f"CPU); batch-native agents: {', '.join(sorted(BATCH_NATIVE)) or 'none yet'}")
-    template = make_env(env_id, **env_kwargs)
+    if template is None:
+        template = make_env(env_id, **env_kwargs)
     if native:
         kw = dict(overrides) if device == "cpu" else {**overrides, "device": device}
         return make_population(agent, template, seeds, **kw)
@@ -400,8 +492,11 @@ class Population:
         if agent not in AGENTS:
             raise ValueError(f"unknown agent {agent!r}; known agents: {sorted(AGENTS)}")
         self.agent_name, self.env_id, self.seeds, self.device = agent, env_id, list(seeds), str(device)
-        self.stream, self.seed_envs = _make_stream(env_id, env_kwargs)
-        self.agents = _make_agents(agent, env_id, env_kwargs[0], self.seeds, self.device, batch, overrides)
+        self.stream, self.seed_envs, user = _make_stream(env_id, env_kwargs, resets)
+        # a user's own vector env: the agents see a single environment's face of it, as do the run folders
+        self.template = _Template(self.stream.venv).env if user else None
+        self.agents = _make_agents(agent, env_id, env_kwargs[0], self.seeds, self.device, batch, overrides,
+                                   self.template)
         self.batch_native = not hasattr(self.agents, "members")  # the generic path holds its single agents
         self.loop = PopulationLoop(self.stream, self.agents, resets, self.seeds)
 
@@ -478,6 +573,8 @@ class Population:
         sub-environment, or (native vector environment) one made from ``config`` for its description."""
         if self.seed_envs is not None:
             return self.seed_envs[k]
+        if self.template is not None:
+            return self.template
         from lcpo.online.run import make_run_env
 
         if config is None:
@@ -611,7 +708,7 @@ def execute_population(configs: Sequence, out_dirs: Sequence[str | Path], *, res
         if len(locks) == len(out_dirs) + 1:  # the population folder goes first, so that emptied parents can go
             _remove_if_spent(pop_dir)
             locks.pop().release()
-        for folder, made in zip(out_dirs, created):
+        for folder, made in reversed(list(zip(out_dirs, created))):  # the last made first: parents empty last
             if made:
                 _remove_failed(folder, made)
         raise
