@@ -253,3 +253,33 @@ def test_never_reset_on_a_time_limited_env_equals_the_solo_runs(tmp_path):
         solo = execute(c, tmp_path / f"s{c.seed}")
         assert _untimed(p) == _untimed(solo) and p["episodes"] == 2  # two 200-step windows
         assert _outputs(tmp_path / f"p{c.seed}") == _outputs(tmp_path / f"s{c.seed}")
+
+
+def _batch_native_candidates():
+    from lcpo.agents import AGENTS
+    from lcpo.agents.population import BATCH_NATIVE
+
+    return sorted(set(BATCH_NATIVE) | {a for a in ("a2c",) if hasattr(AGENTS[a], "population")})
+
+
+@pytest.mark.parametrize("agent", _batch_native_candidates())
+def test_batch_native_population_folders_equal_the_solo_runs(tmp_path, monkeypatch, agent):
+    """The batch-native path (one object with a seed axis) writes each seed's folder bit for bit as its solo run
+    (stated tolerance: none, for the plain-MLP agents listed; see docs/population.md)."""
+    import lcpo.agents.population as agent_pop
+
+    monkeypatch.setattr(agent_pop, "BATCH_NATIVE", frozenset(agent_pop.BATCH_NATIVE | {agent}))
+    cfgs = [_cfg(agent, s, overrides={}) for s in (0, 1, 2)]
+    pops = execute_population(cfgs, [tmp_path / f"pop{s}" for s in (0, 1, 2)])
+    assert all(p["population"]["batch_native"] for p in pops)
+    for c, p in zip(cfgs, pops):
+        solo = execute(c, tmp_path / f"solo{c.seed}")
+        assert _untimed(p) == _untimed(solo)
+        assert _outputs(tmp_path / f"pop{c.seed}") == _outputs(tmp_path / f"solo{c.seed}")
+    # and a batch-native population resumes from its seed folders' checkpoints exactly
+    outs = [tmp_path / f"cut{s}" for s in (0, 1, 2)]
+    execute_population(cfgs, outs, stop_at=400)
+    shutil.rmtree(population_folder(outs, agent))  # only the seed folders' own checkpoints are left
+    for s, r in zip((0, 1, 2), execute_population(cfgs, outs)):
+        assert r["resumed_from"] == [400]
+        assert _outputs(tmp_path / f"cut{s}") == _outputs(tmp_path / f"solo{s}")
