@@ -112,7 +112,7 @@ def memory(seeds: int, reservoir: int, steps: int, batch: bool, device: str) -> 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--agents", nargs="+", default=["a2c", "lcpo"])
+    p.add_argument("--agents", nargs="*", default=["a2c", "lcpo"])
     p.add_argument("--sizes", nargs="+", type=int, default=[1, 4, 16, 64])
     p.add_argument("--steps", type=int, default=2000, help="timed steps per seed")
     p.add_argument("--warmup", type=int, default=400, help="untimed steps per seed first")

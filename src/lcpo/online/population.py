@@ -190,6 +190,8 @@ def _make_agents(agent: str, env_id: str, env_kwargs: dict, seeds: list[int], de
 
 
 def _check_finite(what: str, values: np.ndarray, step: int, seeds: Sequence[int]) -> None:
+    if np.isfinite(values).all():
+        return
     bad = ~np.isfinite(values.reshape(values.shape[0], -1)).all(axis=1)
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
@@ -272,6 +274,8 @@ class PopulationLoop:
         if arr is not None:
             if self._ctx_sum is None or self._ctx_sum.shape != arr.shape:
                 self._ctx_sum = arr.copy()
+            elif self._has_ctx.all():
+                self._ctx_sum += arr
             else:  # a fresh episode starts from its first context itself (as OnlineLoop does), keeping -0.0
                 np.copyto(self._ctx_sum, np.where(self._has_ctx[:, None], self._ctx_sum + arr, arr))
             self._has_ctx[:] = True
@@ -329,6 +333,7 @@ class PopulationLoop:
             self.obs = obs
             self._after_reset(np.ones(self.n, dtype=bool))
         stream, agents, conds, seeds = self.stream, self.agents, self.conds, self.seeds
+        any_never = bool(self.never.any())
         while self.steps < until_step:
             obs = self.obs
             actions = agents.act_batch(obs)
@@ -338,7 +343,7 @@ class PopulationLoop:
             _check_finite("observation", np.asarray(next_obs), self.steps, seeds)
             terminated = np.array(terminated, dtype=bool)
             truncated = np.array(truncated, dtype=bool)
-            if self.never.any():
+            if any_never:
                 carry_on = self.never & truncated & ~terminated
                 if carry_on.any():  # the environment's own time limit: a continuing stream goes on
                     self._carry_on(carry_on)
@@ -366,6 +371,8 @@ class PopulationLoop:
                 self._after_reset(done)
             else:
                 self.obs = next_obs
+            if not any_never:
+                continue
             window = self.never & ~done & (self._ep_length >= self.segment_steps)
             if window.any():
                 for k in np.flatnonzero(window):
