@@ -108,6 +108,12 @@ def _check_device(args) -> None:
         raise ValueError(f"--device {dev!r}: expected cpu, cuda or cuda:N")
     if dev != "cpu" and args.no_batch:
         raise ValueError(f"--device {dev} needs a population: drop --no-batch (single runs stay on the CPU)")
+    if dev != "cpu":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {dev}: no CUDA GPU here (torch.cuda.is_available() is False); use --device "
+                             "cpu")
 
 
 def cmd_run(args) -> int:
