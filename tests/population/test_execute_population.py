@@ -11,7 +11,7 @@ import torch
 
 from faults import Crash, FileFaults
 from lcpo.cli.main import main
-from lcpo.online.population import execute_population, population_folder
+from lcpo.online.population import execute_population, population_folder, read_population_pointer
 from lcpo.online.run import RunConfig, execute
 from lcpo.persistence.checkpoint import RunCheckpoints
 
@@ -108,18 +108,18 @@ def test_a_seed_folder_of_a_stopped_population_resumes_alone(tmp_path):
 
 
 def _arm_during_commit(monkeypatch, faults, step):
-    """Arm ``faults`` from the first checkpoint commit at ``step`` (the population's) until a commit at another
-    step: the population commit, every seed folder's export and their episodes/diagnostics writes."""
-    real = RunCheckpoints.commit
+    """Arm ``faults`` from the first generation written at ``step`` until one of another step: every seed
+    folder's new generation, the population pointer, every seed folder's pointer and its CSV writes."""
+    real = RunCheckpoints.write_generation
 
-    def commit(self, s, state, config):
+    def write_generation(self, s, state):
         if s == step:
             faults.arm()
         else:
             faults.disarm()
-        return real(self, s, state, config)
+        return real(self, s, state)
 
-    monkeypatch.setattr(RunCheckpoints, "commit", commit)
+    monkeypatch.setattr(RunCheckpoints, "write_generation", write_generation)
 
 
 def _crash_trials(tmp_path, monkeypatch, stride):
@@ -149,7 +149,7 @@ def _crash_trials(tmp_path, monkeypatch, stride):
                 execute_population(cfgs, outs)
         assert not (outs[0] / "summary.json").exists()
         steps = [RunCheckpoints(o / "checkpoint").latest().step for o in outs]
-        pop = RunCheckpoints(population_folder(outs, "a2c") / "checkpoint").latest().step
+        pop = read_population_pointer(population_folder(outs, "a2c"))["step"]
         sources.add((pop, *steps))
         resumed = execute_population(cfgs, outs)
         for s, r, f in zip((0, 1), resumed, full):

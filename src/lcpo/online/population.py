@@ -753,24 +753,55 @@ def _probe_view(agents, k: int):
     return SimpleNamespace(actor=actors.members[k], rollout=rollouts.seed(k))
 
 
-def _start_state(cfg, out: Path, plan, member: dict | None):
-    """``(step, state, source)`` seed ``cfg`` starts from: its folder's checkpoint, its slice of the population
-    checkpoint (``member``), whichever is later, or ``(0, None, None)``."""
+#: The population's commit pointer, in its folder.
+POINTER = "population.json"
+
+
+def read_population_pointer(pop_dir: str | Path) -> dict | None:
+    """The population folder's commit pointer ``population.json`` (``{"format", "step", "members": [{"folder",
+    "generation", "sha256", "config"}]}``), or None if there is none.
+
+    Raises:
+        CheckpointError: a truncated or malformed pointer (naming the file).
+    """
+    from lcpo.persistence.checkpoint import CheckpointError
+
+    path = Path(pop_dir) / POINTER
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        doc = json.loads(text.decode("utf-8"))
+        if doc.get("format") != 1:
+            raise ValueError(f"format {doc.get('format')!r}")
+        int(doc["step"])
+        for m in doc["members"]:
+            str(m["folder"]), str(m["generation"]), str(m["sha256"]), dict(m["config"])
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CheckpointError(f"population checkpoint pointer {path} is truncated or corrupt ({exc}); delete it to "
+                              "resume each seed from its own folder's checkpoint") from None
+    return doc
+
+
+def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int):
+    """``(step, state, source)`` seed ``cfg`` starts from: its folder's committed checkpoint, or the generation
+    the population pointer names for it (``member``, at ``pop_step``), whichever is later; or ``(0, None, None)``."""
     from lcpo.online.run import config_changes
     from lcpo.persistence.checkpoint import CheckpointError, RunCheckpoints
 
+    store = RunCheckpoints(out / "checkpoint")
     best = (0, None, None)
     if plan.action in ("resume", "extend"):
-        store = RunCheckpoints(out / "checkpoint")
         step, state = store.load()
         if step != plan.step or [c for c in config_changes(state.get("config", {}), cfg.to_dict()) if c[0] != "steps"]:
             raise CheckpointError(f"checkpoint in {store.folder} does not match its pointer {store.pointer}")
         best = (step, state, "folder")
-    if member is not None:
-        step = int(member["loop"]["steps"])
-        same = not [c for c in config_changes(member.get("config", {}), cfg.to_dict()) if c[0] != "steps"]
-        if same and step > best[0] and step <= cfg.steps:
-            best = (step, member, "population")
+    if member is not None and pop_step > best[0] and pop_step <= cfg.steps:
+        same = not [c for c in config_changes(member["config"], cfg.to_dict()) if c[0] != "steps"]
+        if same and (store.folder / member["generation"]).is_dir():  # gone if the seed went on alone since
+            best = (pop_step, store.load_generation(pop_step, member["generation"], member["sha256"]),
+                    "population")
     return best
 
 
@@ -792,13 +823,11 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
     active = [i for i, p in enumerate(plans) if p.action != "done"]
     if not active:
         return results
-    pop_store = RunCheckpoints(pop_dir / "checkpoint")
-    members: dict[str, dict] = {}
-    if resume and pop_store.latest() is not None:
-        _, pop_state = pop_store.load()
-        members = {m["folder"]: m["state"] for m in pop_state["members"]}
-    starts = [_start_state(configs[i], out_dirs[i], plans[i], members.get(_member_key(out_dirs[i], pop_dir)))
-              for i in active]
+    pointer = read_population_pointer(pop_dir) if resume else None
+    members = {m["folder"]: m for m in pointer["members"]} if pointer else {}
+    pop_step = int(pointer["step"]) if pointer else 0
+    starts = [_start_state(configs[i], out_dirs[i], plans[i], members.get(_member_key(out_dirs[i], pop_dir)),
+                           pop_step) for i in active]
     steps0 = sorted({s for s, _, _ in starts})
     if len(steps0) > 1:
         at = ", ".join(f"{out_dirs[i]} at step {s:,}" for i, (s, _, _) in zip(active, starts))
@@ -878,17 +907,25 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
     target = cfgs[0].steps if stop_at is None else min(cfgs[0].steps, stop_at)
     every = cfgs[0].checkpoint_every
     stores = [RunCheckpoints(out / "checkpoint") for out in outs]
-    pop_config = {"population": [c.to_dict() for c in cfgs], "folders": [_member_key(o, pop_dir) for o in outs]}
 
     def checkpoint():
+        """One atomic commit of the whole population, with no second copy of any state: (1) every seed folder
+        gets its new generation, not yet pointed to; (2) ``population.json`` names them all (the commit point);
+        (3) every seed folder's ``latest.json`` is pointed to its generation, then its CSVs are rewritten."""
         wall = wall_before + time.perf_counter() - start
         loops = pop.loop.seed_states()
-        seed_states = [{"config": cfg.to_dict(), "agent": pop.agents.seed_state_dict(j), "loop": loops[j], "log": logs[j].state_dict(),
-                        "wall_time_s": wall, "resumed_from": resumed_from[j]} for j, cfg in enumerate(cfgs)]
-        pop_store.commit(pop.steps, {"members": [{"folder": _member_key(o, pop_dir), "state": s}
-                                                 for o, s in zip(outs, seed_states)]}, config=pop_config)
-        for j in range(n):  # each seed folder's own checkpoint, in the single-run format
-            stores[j].commit(pop.steps, seed_states[j], config=cfgs[j].to_dict())
+        gens = []
+        for j, cfg in enumerate(cfgs):  # one seed's state in memory at a time
+            state = {"config": cfg.to_dict(), "agent": pop.agents.seed_state_dict(j), "loop": loops[j],
+                     "log": logs[j].state_dict(), "wall_time_s": wall, "resumed_from": resumed_from[j]}
+            gens.append(stores[j].write_generation(pop.steps, state))
+            del state
+        atomic_write_json(pop_dir / POINTER, {
+            "format": 1, "step": pop.steps,
+            "members": [{"folder": _member_key(o, pop_dir), "generation": name, "sha256": sha,
+                         "config": cfg.to_dict()} for o, cfg, (name, sha) in zip(outs, cfgs, gens)]})
+        for j, (name, sha) in enumerate(gens):
+            stores[j].point_to(pop.steps, name, sha, cfgs[j].to_dict())
             logs[j].write(pop.episodes[j])  # after the commit: never ahead of the committed checkpoints
 
     chunk = 1000 if (bar is not None or on_progress is not None) else None
@@ -952,6 +989,6 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
         }
         atomic_write_json(out / "summary.json", summary)
         results[active[j]] = json.loads((out / "summary.json").read_text())
-    # every seed folder now holds its final checkpoint and summary: the population's own copy is redundant
-    shutil.rmtree(pop_dir / "checkpoint", ignore_errors=True)
+    # every seed folder now holds its final checkpoint and summary: the population's pointer has done its work
+    (pop_dir / POINTER).unlink(missing_ok=True)
     return results
