@@ -13,8 +13,9 @@ population step), best of ``--repeats``. Paths:
 
 ``--memory``: the resident set size of a population of ``--memory-seeds`` LCPO seeds with
 ``--reservoir``-state reservoirs, full (the reservoir arrays are allocated lazily by the OS, so they are filled
-by writing states into them, as after 200k steps), measured after construction and after ``--memory-steps``
-steps per seed (updates included, so the OOD sampling over the full reservoirs counts).
+by writing states into them, as after 200k steps), measured after construction, after ``--memory-steps``
+steps per seed (updates included, so the OOD sampling over the full reservoirs counts), and its peak including
+one population checkpoint (every seed's generation written, as :func:`execute_population` does).
 
 ``--device cuda`` puts batch-native agents' networks on the GPU (``Population(device=...)``); it is not
 measured on the development machine (no GPU); the generic path stays on the CPU.
@@ -102,11 +103,23 @@ def memory(seeds: int, reservoir: int, steps: int, batch: bool, device: str) -> 
     pop.learn(steps)  # updates sample OOD anchors from the full reservoirs
     after = proc.memory_info().rss
     import resource
+    import tempfile
 
+    from lcpo.persistence.checkpoint import RunCheckpoints
+
+    with tempfile.TemporaryDirectory() as tmp:  # a population checkpoint, as execute_population writes it
+        loops = pop.loop.seed_states()
+        t = time.perf_counter()
+        for j in range(seeds):
+            RunCheckpoints(f"{tmp}/s{j}").write_generation(pop.steps, {"agent": pop.agents.seed_state_dict(j),
+                                                                      "loop": loops[j]})
+        ckpt_s = time.perf_counter() - t
+        ckpt_bytes = sum(f.stat().st_size for f in __import__("pathlib").Path(tmp).rglob("*") if f.is_file())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"seeds": seeds, "reservoir": reservoir, "path": "batch" if batch else "generic",
             "rss_start_mib": round(before / 2**20, 1), "rss_full_mib": round(full / 2**20, 1),
-            "rss_after_updates_mib": round(after / 2**20, 1), "peak_rss_mib": round(peak / 2**20, 1),
+            "rss_after_updates_mib": round(after / 2**20, 1), "peak_rss_mib_incl_checkpoint": round(peak / 2**20, 1),
+            "checkpoint_s": round(ckpt_s, 1), "checkpoint_mib": round(ckpt_bytes / 2**20, 1),
             "reservoir_bytes_mib": round(sum(r.data.nbytes for r in reservoirs) / 2**20, 1)}
 
 
