@@ -1,10 +1,10 @@
 """Act + observe throughput of agent populations at N = 1, 4, 16, 64 seeds (one thread), and the single agent.
 
-What is timed: the agent side of a run only. The environment is a cheap NumPy array pendulum written here
-(:class:`ArrayPendulum`: N pendulums with Pendulum-v1's dynamics, a wind torque read from the canonical trace
-``wind-3``, the 9-entry windy-Pendulum observation, 15 action bins, 200-step episodes), so the figures measure
-``act_batch`` + ``observe_batch`` (every update included, on the agent's own schedule) and not the env; its
-cost is measured and printed separately. It is not bit-exact with ``lcpo/WindyPendulum-v0`` (the population
+What is timed: act + observe of the agent (every update included, on the agent's own schedule) plus a cheap
+NumPy array pendulum written here (:class:`ArrayPendulum`: N pendulums with Pendulum-v1's dynamics, a wind
+torque read from the canonical trace ``wind-3``, the 9-entry windy-Pendulum observation, 15 action bins,
+200-step episodes), stepped as arrays; the pendulum's own throughput is printed in the last row (about 1 us per
+seed-step at N = 64), so the agent's share can be read off. It is not bit-exact with ``lcpo/WindyPendulum-v0`` (the population
 runtime's native vector env is); the learning problem is the same.
 
 Modes:
@@ -16,8 +16,9 @@ Modes:
   loop).
 
 The figure is environment steps per second in all (N seed-steps per population step), best of ``--repeats``
-after ``--warmup`` untimed steps. Also prints the Fisher-vector product's achieved GFLOP/s (``--fvp``) for the
-LCPO anchor batch (200 states, (64, 64) MLP, 15 bins) at each N, when the agents provide one.
+after ``--warmup`` untimed steps (per seed). ``--fvp`` would print the batched Fisher-vector product's GFLOP/s;
+it needs a batch-native LCPO/TRPO (``lcpo.agents.stacked.fvp_benchmark``), which does not exist yet, so it prints
+nothing today.
 
 Usage::
 

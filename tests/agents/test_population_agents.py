@@ -109,7 +109,7 @@ def test_generic_population_equals_solo_runs_and_round_trips():
         assert_states_equal(solo.seed_state_dict(0), pop.seed_state_dict(k))
     twin = AgentPopulation(DDQN, _env(), seeds, **kw)
     twin.load_state_dict(pop.state_dict())
-    obs = np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)
+    obs = np.random.default_rng(0).normal(size=(2, 9)).astype(np.float32)
     np.testing.assert_array_equal(twin.act_batch(obs), pop.act_batch(obs))
     with pytest.raises(ValueError, match="seeds"):
         AgentPopulation(DDQN, _env(), [0, 6], **kw).load_state_dict(pop.state_dict())
@@ -120,9 +120,214 @@ def test_generic_population_equals_solo_runs_and_round_trips():
 
 
 def test_make_population_picks_batch_native_or_generic():
-    env = _env()
     for name in ("ddqn", *sorted(BATCH_NATIVE)):
-        pop = make_population(name, env, [0, 1], hidden=(8,))
+        env = gym.make("lcpo/TrapGrid-v0") if name == "tabular-a2c" else _env()
+        pop = make_population(name, env, [0, 1], **({} if name == "tabular-a2c" else {"hidden": (8,)}))
         assert pop.n_seeds == 2 and pop.seeds == [0, 1]
         assert isinstance(pop, AGENTS[name]) == (name in BATCH_NATIVE)
         assert isinstance(pop, AgentPopulation) == (name not in BATCH_NATIVE)
+
+
+# -- per-seed optimizer pieces --------------------------------------------------------------------------------
+def test_seed_adam_equals_torch_adam_per_seed_and_masked_seeds_stand_still():
+    from lcpo.agents.stacked import SeedAdam
+
+    g = torch.Generator().manual_seed(0)
+    P = torch.nn.Parameter(torch.randn(3, 15, 7, generator=g))
+    ref = [torch.nn.Parameter(P.detach()[k].clone()) for k in range(3)]
+    opt = SeedAdam([P], lr=1e-3, weight_decay=1e-4)
+    refs = [torch.optim.Adam([r], lr=1e-3, weight_decay=1e-4) for r in ref]
+    for it in range(6):
+        grads = torch.randn(3, 15, 7, generator=g)
+        mask = np.array([True, it % 2 == 0, True])  # seed 1 steps on even iterations only: its own step count
+        P.grad = grads.clone()
+        before = P.detach()[1].clone()
+        opt.step(mask)
+        for k in np.flatnonzero(mask):
+            ref[k].grad = grads[k].clone()
+            refs[k].step()
+        if not mask[1]:
+            assert torch.equal(P.detach()[1], before)
+    for k in range(3):
+        assert torch.equal(P.detach()[k], ref[k].detach())
+        assert_states_equal(opt.seed_state_dict(k), refs[k].state_dict())
+    assert opt.steps.tolist() == [6, 3, 6]
+
+
+def test_clip_is_per_seed():
+    """One seed's huge gradient leaves another seed's clipped gradient exactly as clipping it alone would."""
+    from lcpo.agents.stacked import clip_grad_norm_per_seed
+
+    g = torch.Generator().manual_seed(1)
+    P = [torch.nn.Parameter(torch.zeros(2, 5, 3)), torch.nn.Parameter(torch.zeros(2, 5))]
+    grads = [torch.randn(2, 5, 3, generator=g), torch.randn(2, 5, generator=g)]
+    grads[0][1] *= 1e9
+    for p, gr in zip(P, grads):
+        p.grad = gr.clone()
+    solo = [torch.nn.Parameter(torch.zeros(5, 3)), torch.nn.Parameter(torch.zeros(5))]
+    for p, gr in zip(solo, grads):
+        p.grad = gr[0].clone()
+    norms = clip_grad_norm_per_seed(P, 0.5)
+    ref = torch.nn.utils.clip_grad_norm_(solo, 0.5)
+    torch.testing.assert_close(norms[0], ref, rtol=1e-6, atol=0)
+    for p, s in zip(P, solo):
+        torch.testing.assert_close(p.grad[0], s.grad, rtol=1e-6, atol=0)
+    total1 = torch.sqrt(sum((p.grad[1] ** 2).sum() for p in P))
+    assert abs(float(total1) - 0.5) < 1e-5  # the huge seed is clipped to its own norm 0.5
+
+
+# -- batch-native agents: seed k in a population is seed k alone ------------------------------------------
+A2C_KW = dict(hidden=(32, 32))
+
+
+def test_a2c_population_seed_equals_solo_run_bit_for_bit():
+    """A2C population of seeds [0, 3, 7], 1,200 steps (6 updates): every seed's actions, rewards, update
+    diagnostics and final state equal its solo run *bit for bit*. Why this holds: each seed's rows go through the
+    same kernels whatever N (batched GEMMs compute every batch entry alike; the one-output critic layer is a
+    row-wise dot product, since a one-column ``bmm`` takes a shape-dependent path), and Adam, the clip, GAE, the
+    return normaliser and the Gumbel draws are per-seed arithmetic."""
+    from lcpo.agents import A2C
+
+    seeds = [0, 3, 7]
+    pop = A2C.population(_env(), seeds, **A2C_KW)
+    assert pop.n_seeds == 3 and pop.seeds == seeds
+    totals, diags, acts = drive(pop, [_env() for _ in seeds], 1200, seeds)
+    for k, s in enumerate(seeds):
+        solo = A2C(_env(), seed=s, **A2C_KW)
+        t1, d1, a1 = drive(solo, [_env()], 1200, [s])
+        np.testing.assert_array_equal(a1[:, 0], acts[:, k])
+        assert t1[0] == totals[k] and d1[0] == diags[k] and len(diags[k]) == 6
+        assert_states_equal(solo.state_dict(), pop.seed_state_dict(k))
+
+
+def test_a2c_changing_one_seeds_env_leaves_the_others_bit_identical():
+    from lcpo.agents import A2C
+
+    seeds = [0, 1, 2]
+    base = A2C.population(_env(), seeds, **A2C_KW)
+    drive(base, [_env() for _ in seeds], 800, seeds)
+    other = A2C.population(_env(), seeds, **A2C_KW)
+    _, _, _ = drive(other, [_env(), _env(scale=0.5), _env()], 800, seeds)  # seed 1 in half the wind
+    for k in (0, 2):
+        assert_states_equal(base.seed_state_dict(k), other.seed_state_dict(k))
+    assert not torch.equal(base.actors.params[0][1], other.actors.params[0][1])
+
+
+def test_a2c_one_seeds_huge_gradient_does_not_change_another_seeds_step():
+    """Seed 1 gets rewards of 1e9 (no return normaliser): its gradient norm is huge and clipped; seed 0's
+    parameters after the update equal its solo run's exactly (a global clip over the stack would shrink seed 0's
+    step through Adam's eps)."""
+    from lcpo.agents import A2C
+
+    kw = dict(A2C_KW, normalize_returns=False, rollout_steps=50)
+    env = _env()
+    pop = A2C.population(env, [0, 1], **kw)
+    solo = A2C(env, seed=0, **kw)
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(50, 2, 9)).astype(np.float32)
+    for t in range(50):
+        a = pop.act_batch(obs[t])
+        assert np.array_equal(solo.act(obs[t][0]), a[0])
+        r = np.array([-1.0, 1e9 * (t % 2 - 0.5)])
+        out = pop.observe_batch(obs[t], a, r, obs[t], np.zeros(2, bool), np.zeros(2, bool), [{}, {}])
+        from lcpo.online.loop import Transition
+
+        d0 = solo.observe(Transition(obs[t][0], a[0], -1.0, obs[t][0], False, False, {}))
+    assert out[0] == d0 and out[1]["train/value_loss"] > 1e12
+    for P, (name, p) in zip(pop.actors.params, solo.actor.named_parameters()):
+        assert torch.equal(P.detach()[0], p.detach()), name
+
+
+def test_a2c_solo_state_loads_into_a_slot_mid_rollout_and_continues_as_the_solo_run():
+    """A solo run's state after 290 steps (mid-rollout) loaded into slot 1 of a fresh population: slot 1 then
+    updates at other steps than slots 0 and 2 (per-seed fill pointers, updates of a subset of seeds) and
+    continues exactly as the solo run."""
+    from lcpo.agents import A2C
+
+    solo = A2C(_env(), seed=5, **A2C_KW)
+    env_solo = _env()
+    drive(solo, [env_solo], 290, [5])
+    pop = A2C.population(_env(), [0, 5, 2], **A2C_KW)
+    pop.load_seed_state_dict(1, solo.state_dict())
+    assert_states_equal(pop.seed_state_dict(1), solo.state_dict())
+    # continue both on identical observation streams (fresh envs, seeded alike)
+    e1, e2 = _env(), _env()
+    totals, diags, acts = drive(pop, [_env(), e1, _env()], 500, [0, 11, 2])
+    t1, d1, a1 = drive(solo, [e2], 500, [11])
+    np.testing.assert_array_equal(a1[:, 0], acts[:, 1])
+    assert d1[0] == diags[1] and len(diags[1]) == 2 and len(diags[0]) == 2
+    assert_states_equal(solo.state_dict(), pop.seed_state_dict(1))
+    twin = A2C.population(_env(), [0, 5, 2], **A2C_KW)
+    twin.load_state_dict(pop.state_dict())
+    assert_states_equal(twin.state_dict(), pop.state_dict())
+
+
+def test_a2c_population_of_one_is_todays_single_agent():
+    """``A2C(env, seed)`` is the population of one (same state format as before the seed axis: the keys and
+    shapes of today's ``OnPolicyAgent`` state), and its updates equal the pre-seed-axis A2C (``nn.Module`` actor
+    and critic, ``torch.optim.Adam``, ``clip_grad_norm_``, rebuilt here on :class:`OnPolicyAgent`) fed the same
+    transitions, within 1e-6 relative per update (not bitwise: batched GEMMs and the row-wise value head round
+    differently from ``addmm``)."""
+    from lcpo.agents import A2C
+    from lcpo.agents.base import OnPolicyAgent
+    from lcpo.agents.nets import CategoricalPolicy
+    from lcpo.online.loop import Transition
+
+    class OldA2C(OnPolicyAgent):
+        name = "a2c"
+        Hyperparameters = A2C.Hyperparameters
+
+        def update(self):
+            b = self._batch()
+            value_loss = self._critic_step(b["obs"], b["ret"])
+            logp_all = self.actor.log_probs(b["obs"])
+            logp = CategoricalPolicy.log_prob_of(logp_all, b["actions"])
+            m = b["mask"]
+            pg = -(b["adv"] * logp * m).sum() / m.sum().clamp(min=1.0)
+            self.actor_opt.zero_grad(set_to_none=True)
+            pg.backward()
+            torch.nn.utils.clip_grad_norm_(self.actor.parameters(), self.hp.max_grad_norm)
+            self.actor_opt.step()
+            return {"train/policy_loss": pg.item(), "train/value_loss": value_loss}
+
+    env = _env()
+    new, old = A2C(env, seed=4, **A2C_KW), OldA2C(env, seed=4, **A2C_KW)
+    same_pop = A2C.population(env, [4], **A2C_KW)
+    e = _env()
+    obs, _ = e.reset(seed=4)
+    for t in range(1000):
+        a = new.act(obs)
+        assert np.array_equal(a, same_pop.act_batch(obs[None])[0])
+        nxt, r, term, trunc, info = e.step(a)
+        tr = Transition(obs, a, float(r), nxt, term, trunc, info)
+        d_new, d_old = new.observe(tr), old.observe(tr)
+        same_pop.observe_batch(obs[None], a[None], [r], nxt[None], [term], [trunc], [info])
+        if d_new is not None:
+            for (name, p), q in zip(old.actor.named_parameters(), new.actor.parameters()):
+                torch.testing.assert_close(q, p, rtol=1e-6, atol=1e-7, msg=name)
+            for p, q in zip(old.critic.parameters(), new.critic.parameters()):
+                torch.testing.assert_close(q, p, rtol=1e-6, atol=1e-7)
+            assert abs(d_new["train/policy_loss"] - d_old["train/policy_loss"]) <= 1e-5 * (1 + abs(d_old["train/policy_loss"]))
+        obs = e.reset()[0] if term or trunc else nxt
+    s_new, s_old = _flat(new.state_dict()), _flat(old.state_dict())
+    assert s_new.keys() == s_old.keys()
+    for k in s_new:
+        if isinstance(s_new[k], np.ndarray) and k != "/noise":  # the old agent never acted: no noise block
+            assert s_new[k].shape == s_old[k].shape, k
+    assert_states_equal(new.state_dict(), same_pop.seed_state_dict(0))
+
+
+def test_tabular_a2c_population_equals_solo_runs():
+    """The tabular agent's tables are not MLPs: each seed's module runs on its own batch (gradients moved into
+    the stack by hooks); seeds still equal their solo runs bit for bit."""
+    from lcpo.agents.tabular_a2c import TabularA2C
+
+    seeds = [1, 2]
+    pop = TabularA2C.population(gym.make("lcpo/TrapGrid-v0"), seeds)
+    totals, diags, acts = drive(pop, [gym.make("lcpo/TrapGrid-v0") for _ in seeds], 600, seeds)
+    for k, s in enumerate(seeds):
+        solo = TabularA2C(gym.make("lcpo/TrapGrid-v0"), seed=s)
+        t1, d1, a1 = drive(solo, [gym.make("lcpo/TrapGrid-v0")], 600, [s])
+        np.testing.assert_array_equal(a1[:, 0], acts[:, k])
+        assert d1[0] == diags[k] and diags[k]
+        assert_states_equal(solo.state_dict(), pop.seed_state_dict(k))

@@ -219,8 +219,9 @@ class SeedAdam:
         """One Adam step of the seeds in ``mask`` (``(N,)`` bool; None: all); the others are untouched."""
         active = np.ones(self.n, bool) if mask is None else np.asarray(mask, bool)
         beta1, beta2 = self.betas
-        for count in np.unique(self.steps[active]):
-            sel = active & (self.steps == count)
+        before = self.steps.copy()
+        for count in np.unique(before[active]):
+            sel = active & (before == count)
             whole = bool(sel.all())
             idx = None if whole else torch.from_numpy(np.flatnonzero(sel))
             step = int(count) + 1

@@ -108,6 +108,20 @@ class SeedRollout:
             OverflowError: if a seed's batch is full (naming the seed slot).
         """
         i = self.ptr
+        if self.n == 1:  # one seed: basic indexing (the single agent's hot path)
+            p = int(i[0])
+            if p >= self.size:
+                raise OverflowError("rollout buffer is full; call reset() after the update")
+            self.obs[0, p] = obs[0]
+            self.actions[0, p] = actions[0]
+            self.rewards[0, p] = rewards[0]
+            self.next_obs[0, p] = next_obs[0]
+            self.terminated[0, p] = terminated[0]
+            self.truncated[0, p] = truncated[0]
+            self.gammas[0, p] = gammas[0]
+            self.policy_mask[0, p] = policy_mask[0]
+            i[0] = p + 1
+            return
         if (i >= self.size).any():
             raise OverflowError(f"rollout of seed slot {int(np.argmax(i >= self.size))} is full; reset it first")
         r = self._rows
