@@ -10,11 +10,12 @@ ended sub-envs reset with a reset mask; resets are timed too), the microseconds 
 * ``single loop``: N single ``lcpo/WindyPendulum-v0`` envs stepped one after another in a Python loop (today).
 
 Each figure is the best of ``--repeats`` runs of about ``--seed-steps`` seed-steps (the ``timeit``
-convention on a shared machine). Never a test.
+convention on a shared machine), timed in process CPU time by default (``--clock wall`` for wall time; the
+code is single-threaded, so the two agree on a quiet machine). Never a test.
 
 Usage::
 
-    python benchmarks/vector_env.py [--seed-steps 64000] [--repeats 5] [--sizes 1 4 16 64] [--json out.json]
+    python benchmarks/vector_env.py [--seed-steps 64000] [--repeats 5] [--sizes 1 4 16 64] [--clock cpu|wall] [--json out.json]
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from lcpo.envs.windy_pendulum import make_windy_pendulum  # noqa: E402
 from lcpo.envs.windy_pendulum_vector import WindyPendulumVectorEnv  # noqa: E402
 
 ENV = "lcpo/WindyPendulum-v0"
+_clock = time.process_time  # CPU time of this (single-threaded) process: robust to a shared, loaded machine
 
 
 def time_native(n: int, steps: int, trace) -> float:
@@ -43,13 +45,13 @@ def time_native(n: int, steps: int, trace) -> float:
     actions = np.random.default_rng(0).integers(0, 15, (steps, n, 1))
     venv.reset(seed=list(range(n)))
     step, reset = venv.step, venv.reset
-    start = time.perf_counter()
+    start = _clock()
     for a in actions:
         _, _, term, trunc, _ = step(a)
         ended = term | trunc
         if ended.any():
             reset(options={"reset_mask": ended})
-    return time.perf_counter() - start
+    return _clock() - start
 
 
 def time_stream(venv, n: int, steps: int) -> float:
@@ -57,13 +59,13 @@ def time_stream(venv, n: int, steps: int) -> float:
     actions = np.random.default_rng(0).integers(0, 15, (steps, n, 1))
     stream.reset(seeds=list(range(n)))
     step, reset_where = stream.step, stream.reset_where
-    start = time.perf_counter()
+    start = _clock()
     for a in actions:
         _, _, term, trunc, _ = step(a)
         ended = term | trunc
         if ended.any():
             reset_where(ended)
-    return time.perf_counter() - start
+    return _clock() - start
 
 
 def time_singles(n: int, steps: int, trace) -> float:
@@ -71,13 +73,13 @@ def time_singles(n: int, steps: int, trace) -> float:
     actions = np.random.default_rng(0).integers(0, 15, (steps, n, 1))
     for k, e in enumerate(envs):
         e.reset(seed=k)
-    start = time.perf_counter()
+    start = _clock()
     for a in actions:
         for k, e in enumerate(envs):
             _, _, term, trunc, _ = e.step(a[k])
             if term or trunc:
                 e.reset()
-    return time.perf_counter() - start
+    return _clock() - start
 
 
 def main(argv=None) -> dict:
@@ -86,7 +88,11 @@ def main(argv=None) -> dict:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--json", default=None)
+    p.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
+                   help="cpu: time.process_time (default; excludes waiting for the CPU), wall: time.perf_counter")
     args = p.parse_args(argv)
+    global _clock
+    _clock = time.process_time if args.clock == "cpu" else time.perf_counter
     trace = resolve_trace("wind-1")
     WindyPendulumVectorEnv(num_envs=1).reset(seed=0)  # compile (or load) the numba kernels outside the timing
     kinds = {
@@ -103,7 +109,8 @@ def main(argv=None) -> dict:
             best = min(fn(n, steps) for _ in range(args.repeats))
             out[name][n] = best / (steps * n) * 1e6
     print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, one core, "
-          f"~{args.seed_steps} seed-steps per run, best of {args.repeats}\n")
+          f"~{args.seed_steps} seed-steps per run, best of {args.repeats}, {args.clock} time, load average "
+          f"{os.getloadavg()[0]:.1f}\n")
     print("| us per seed-step | " + " | ".join(f"N={n}" for n in args.sizes) + " |")
     print("|---|" + "---|" * len(args.sizes))
     for name, row in out.items():

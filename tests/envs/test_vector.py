@@ -97,6 +97,9 @@ def test_native_unseeded_reset_continues_global_time_and_seeded_restarts_the_tra
     assert [s["wind"]["index"] for s in venv.get_state()] == [3, 0]
     venv.reset(options={"reset_mask": np.array([True, False]), "trace_index": 7})
     assert [s["wind"]["index"] for s in venv.get_state()] == [7, 0]
+    venv.reset(options={"trace_index": [2, 13]})  # per sub-env rows (wrapped at the trace length, 10)
+    assert [s["wind"]["index"] for s in venv.get_state()] == [2, 3]
+    assert WindyPendulumVectorEnv(num_envs=1, max_episode_steps=9)._limit.tolist() == [9]  # as make_env
 
 
 def test_native_state_round_trip_mid_episode_is_exact():
@@ -162,6 +165,32 @@ def test_native_is_the_vector_entry_point_with_per_env_kwargs():
     assert shared._winds.shape == (400_000, 2)  # one copy of a trace that two sub-envs share
 
 
+@pytest.mark.parametrize("mode", ["native", "sync"])
+def test_stream_continue_where_steps_past_the_time_limit_as_a_single_env(mode):
+    kws = _pendulum_kwargs()
+    stream = VectorStream(make_vector_env(PENDULUM, kws, mode=mode))
+    singles = [gym.make(PENDULUM, **kw) for kw in kws]
+    np.testing.assert_array_equal(stream.reset([0, 1, 2]), np.stack([e.reset(seed=k)[0] for k, e in enumerate(singles)]))
+    rng = np.random.default_rng(5)
+    for t in range(40):
+        a = rng.integers(0, 15, (3, 1))
+        obs, rew, _, trunc, _ = stream.step(a)
+        out = [e.step(a[k]) for k, e in enumerate(singles)]  # never reset: truncated on every step past the limit
+        np.testing.assert_array_equal(obs, np.stack([o[0] for o in out]))
+        np.testing.assert_array_equal(rew, [o[1] for o in out])
+        np.testing.assert_array_equal(trunc, [o[3] for o in out])
+        stream.continue_where(trunc)
+    assert trunc[1] and trunc[0]  # past the limits 7 and 13: truncated at every step
+
+
+def test_stream_continue_where_needs_disabled_mode():
+    stream = VectorStream(SyncVectorEnv([lambda: Countdown(None, 1)], autoreset_mode=AutoresetMode.SAME_STEP))
+    stream.reset([0])
+    _, _, _, trunc, _ = stream.step(np.zeros(1, dtype=np.int64))
+    with pytest.raises(ValueError, match="cannot step sub-environments \\[0\\] on past"):
+        stream.continue_where(trunc)
+
+
 def test_native_errors_name_the_bad_value():
     venv = WindyPendulumVectorEnv(env_kwargs=[{"time_limit": 2}] * 2)
     with pytest.raises(RuntimeError, match="before reset"):
@@ -173,10 +202,6 @@ def test_native_errors_name_the_bad_value():
         venv.step(np.zeros((3, 1), dtype=np.int64))
     with pytest.raises(ValueError, match="integer bin indices"):
         venv.step(np.full((2, 1), 0.5))
-    venv.step(np.zeros((2, 1), dtype=np.int64))
-    venv.step(np.zeros((2, 1), dtype=np.int64))
-    with pytest.raises(RuntimeError, match="sub-env 0 ended its episode"):
-        venv.step(np.zeros((2, 1), dtype=np.int64))
     with pytest.raises(ValueError, match="env_kwargs\\[1\\].*wind_speed"):
         WindyPendulumVectorEnv(env_kwargs=[{}, {"wind_speed": 3}])
     with pytest.raises(ValueError, match="same bins"):

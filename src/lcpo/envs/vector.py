@@ -427,6 +427,32 @@ class VectorStream:
             self._pending_step[need] = False
         return self.obs.copy()
 
+    def continue_where(self, mask) -> None:
+        """Let the masked sub-envs whose episode ended keep stepping without a reset (the reset condition
+        ``never`` on a time-limited env: the end is reported, the env goes on, as the single-env loop does;
+        a single lcpo env stepped past its limit reports truncated on every further step).
+
+        Args:
+            mask: ``(N,)`` bool; entries of sub-envs that did not end are ignored.
+
+        Raises:
+            ValueError: a bad mask; a vector env not in DISABLED mode (it resets ended sub-envs itself), or an
+                AsyncVectorEnv (its workers refuse to step an ended sub-env).
+        """
+        mask = self._mask(mask) & self._ended
+        if not mask.any():
+            return
+        base = self.venv.unwrapped
+        if self.mode is not AutoresetMode.DISABLED or isinstance(base, AsyncVectorEnv):
+            raise ValueError(f"vector env {type(base).__name__} ({self.mode.value} mode) cannot step sub-environments "
+                             f"{np.flatnonzero(mask).tolist()} on past their episode's end; use autoreset mode "
+                             "DISABLED with mode 'sync' or 'native'")
+        if isinstance(base, SyncVectorEnv):
+            base._autoreset_envs[mask] = False  # Gymnasium's own end marks (it asserts on them in DISABLED mode)
+        elif callable(getattr(base, "continue_where", None)):
+            base.continue_where(mask)  # a user's vector env may keep marks of its own
+        self._ended[mask] = False
+
     # ------------------------------------------------------------------ state
     def _sub_envs(self):
         base = self.venv.unwrapped

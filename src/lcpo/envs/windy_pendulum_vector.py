@@ -17,8 +17,9 @@ be bit-identical). The discretisation is folded in: actions are ``(N, 1)`` bin i
 each bin is computed once with the single env's own expression.
 
 Autoreset mode: ``DISABLED`` only (``metadata["autoreset_mode"]``): after a sub-env's episode ends the caller
-resets it with ``reset(options={"reset_mask": mask})`` (:class:`lcpo.envs.vector.VectorStream` does); stepping
-it before raises.
+resets it with ``reset(options={"reset_mask": mask})`` (:class:`lcpo.envs.vector.VectorStream` does). A sub-env
+stepped on past its time limit behaves as the single env does (it keeps going, truncated on every step): the
+reset condition ``never`` on a time-limited env (:meth:`lcpo.envs.vector.VectorStream.continue_where`).
 """
 
 from __future__ import annotations
@@ -59,16 +60,13 @@ def _step(acts, table, ctrl, winds, offset, length, index, hist, th, thdot, elap
           obs, rew, trunc, two):  # pragma: no cover - compiled
     """One step of every sub-env, the single env's ``step`` per row (see the module docstring).
 
-    Returns -1, or ``i`` (a bad bin index at row i, nothing changed), or ``-2 - i`` (sub-env i's episode has
-    ended and it was not reset; nothing changed)."""
+    Returns -1, or ``i`` (a bad bin index at row i; nothing changed)."""
     n = acts.shape[0]
     bins = table.shape[0]
     lags = hist.shape[2]
     for i in range(n):
         if acts[i] < 0 or acts[i] >= bins:
             return i
-        if limit[i] > 0 and elapsed[i] >= limit[i]:
-            return -2 - i
     two_pi = 2 * math.pi
     for i in range(n):
         b = acts[i]
@@ -132,7 +130,7 @@ class WindyPendulumVectorEnv(VectorEnv):
         ValueError: neither or inconsistent ``num_envs``/``env_kwargs``, an argument the single env does not
             take (names it and the sub-env), sub-envs with different ``bins``, an autoreset mode other than
             DISABLED; at ``step``: a bad action shape or bin index, a non-integer action.
-        RuntimeError: ``step`` before ``reset``, or on a sub-env whose episode ended and was not reset.
+        RuntimeError: ``step`` before ``reset``.
         lcpo.contexts.TraceError: a malformed trace (as the single env).
 
     Example:
@@ -173,6 +171,8 @@ class WindyPendulumVectorEnv(VectorEnv):
                 raise ValueError(f"env_kwargs[{k}] must be a dict, got {type(kw).__name__}")
             merged = {**kwargs, **kw}
             merged.pop("render_mode", None)
+            if "max_episode_steps" in merged:  # as make_env: the env's own time limit, not a TimeLimit wrapper
+                merged["time_limit"] = merged.pop("max_episode_steps")
             try:
                 single = make_windy_pendulum(**merged)  # the single env interprets every argument
             except TypeError as exc:
@@ -293,7 +293,7 @@ class WindyPendulumVectorEnv(VectorEnv):
 
         Raises:
             ValueError: wrong shape, non-integer values or a bin index out of range (names the sub-env).
-            RuntimeError: before ``reset``, or a sub-env whose episode ended was not reset.
+            RuntimeError: before ``reset``.
         """
         n = self.num_envs
         acts = np.asarray(actions)
@@ -313,11 +313,8 @@ class WindyPendulumVectorEnv(VectorEnv):
         code = _step(acts, self._table, self._ctrl, self._winds, self._offset, self._length, self._index,
                      self._hist, self._th, self._thdot, self._elapsed, self._limit, obs, rew, trunc, 2.0)
         if code != -1:
-            if code >= 0:
-                raise ValueError(f"sub-env {code}: bin index out of range [0, {self._table.shape[0]}): "
-                                 f"{actions[code]!r}")
-            raise RuntimeError(f"sub-env {-2 - code} ended its episode and was not reset (autoreset mode DISABLED: "
-                               "reset(options={'reset_mask': mask}) first)")
+            raise ValueError(f"sub-env {code}: bin index out of range [0, {self._table.shape[0]}): "
+                             f"{actions[code]!r}")
         self._obs = obs
         return obs.copy(), rew, np.zeros(n, dtype=np.bool_), trunc, {"context": self._hist[:, :, 0].copy(),
                                                                       "_context": self._ones.copy()}
