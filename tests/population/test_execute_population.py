@@ -26,7 +26,7 @@ TIMING = ("wall_time_s", "steps_per_s", "population")
 
 def _cfg(agent="a2c", seed=0, **kw):
     base = dict(trace="wind-3", trace_length=5000, agent=agent, steps=600, seed=seed, checkpoint_every=200,
-                diagnostics_every=200, overrides=AGENTS[agent], reset="every:150")
+                diagnostics_every=200, overrides=AGENTS.get(agent, {}), reset="every:150")
     base.update(kw)
     return RunConfig(**base)
 
@@ -269,7 +269,9 @@ def test_batch_native_population_folders_equal_the_solo_runs(tmp_path, monkeypat
     import lcpo.agents.population as agent_pop
 
     monkeypatch.setattr(agent_pop, "BATCH_NATIVE", frozenset(agent_pop.BATCH_NATIVE | {agent}))
-    cfgs = [_cfg(agent, s, overrides={}) for s in (0, 1, 2)]
+    where = ({"env": "lcpo/TrapGrid-v0", "trace": None, "trace_length": None, "reset": "end"}
+             if agent.startswith("tabular") else {})  # a tabular agent needs discrete states
+    cfgs = [_cfg(agent, s, overrides={}, **where) for s in (0, 1, 2)]
     pops = execute_population(cfgs, [tmp_path / f"pop{s}" for s in (0, 1, 2)])
     assert all(p["population"]["batch_native"] for p in pops)
     for c, p in zip(cfgs, pops):

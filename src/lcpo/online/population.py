@@ -58,21 +58,16 @@ SHARED_KEYS = ("env", "agent", "overrides", "steps", "checkpoint_every")
 # -- what a population is made of: a vector stream and an agent population ---------------------------------
 
 
-def _make_stream(env_id: str, env_kwargs: list[dict], resets: Sequence[str] = ()):
+def _make_stream(env_id: str, env_kwargs: list[dict]):
     """``(stream, seed_envs, user)``: the vector stream over one sub-environment per seed, the sub-environments
     themselves where they exist as objects (a ``SyncVectorEnv``'s; ``None`` for a native vector environment or a
-    user's), and whether it is the user's own vector environment (:func:`user_vector_env`).
-
-    A seed under ``never`` keeps stepping past its environment's own time limit (as the solo loop does), which
-    only the single environments allow: such populations step a ``SyncVectorEnv``.
-    """
+    user's), and whether it is the user's own vector environment (:func:`user_vector_env`)."""
     from gymnasium.vector import SyncVectorEnv
 
     from lcpo.envs.vector import VectorStream, make_vector_env
 
     user = user_vector_env(env_id, env_kwargs)
-    venv = user if user is not None else make_vector_env(env_id, env_kwargs,
-                                                         mode="sync" if "never" in resets else "auto")
+    venv = user if user is not None else make_vector_env(env_id, env_kwargs)
     base = venv.unwrapped
     envs = list(base.envs) if isinstance(base, SyncVectorEnv) and user is None else None
     return VectorStream(venv), envs, user is not None
@@ -291,31 +286,18 @@ class PopulationLoop:
 
     def _carry_on(self, mask: np.ndarray) -> None:
         """Keep stepping the masked sub-environments past their own truncation (``never``), as
-        :class:`~lcpo.online.loop.OnlineLoop` does with a single environment.
-
-        Uses the stream's ``continue_where(mask)`` where it has one; otherwise (``VectorStream`` offers no public
-        way yet) clears the end marks of the stream and of a ``DISABLED``-mode ``SyncVectorEnv``.
+        :class:`~lcpo.online.loop.OnlineLoop` does with a single environment
+        (:meth:`lcpo.envs.vector.VectorStream.continue_where`).
 
         Raises:
-            ValueError: the vector environment resets its sub-environments itself (not ``DISABLED`` mode), or
-                keeps its end marks where they cannot be cleared.
+            ValueError: the vector environment cannot (it resets its sub-environments itself); the message says
+                to make the environment continuing.
         """
-        from gymnasium.vector import AutoresetMode, SyncVectorEnv
-
-        cont = getattr(self.stream, "continue_where", None)
-        if cont is not None:
-            cont(mask)
-            return
-        base = self.stream.venv.unwrapped
-        mode = getattr(self.stream, "mode", AutoresetMode.DISABLED)
-        marks = getattr(base, "_autoreset_envs", None) if isinstance(base, SyncVectorEnv) else None
-        if mode is not AutoresetMode.DISABLED or (isinstance(base, SyncVectorEnv) and marks is None):
-            raise ValueError(f"reset condition 'never': sub-environments {np.flatnonzero(mask).tolist()} were "
-                             f"truncated by their time limit and the vector environment ({mode.value} mode) cannot "
-                             "carry on past it; make the environment continuing (e.g. --env-arg time_limit=null)")
-        if marks is not None:
-            marks[mask] = False
-        self.stream._ended[mask] = False
+        try:
+            self.stream.continue_where(mask)
+        except ValueError as exc:
+            raise ValueError(f"reset condition 'never': {exc}; or make the environment continuing (e.g. "
+                             "--env-arg time_limit=null)") from None
 
     def _record(self, k: int) -> None:
         n = int(self._ep_length[k])
@@ -499,7 +481,7 @@ class Population:
         if agent not in AGENTS:
             raise ValueError(f"unknown agent {agent!r}; known agents: {sorted(AGENTS)}")
         self.agent_name, self.env_id, self.seeds, self.device = agent, env_id, list(seeds), str(device)
-        self.stream, self.seed_envs, user = _make_stream(env_id, env_kwargs, resets)
+        self.stream, self.seed_envs, user = _make_stream(env_id, env_kwargs)
         # a user's own vector env: the agents see a single environment's face of it, as do the run folders
         self.template = _Template(self.stream.venv).env if user else None
         self.agents = _make_agents(agent, env_id, env_kwargs[0], self.seeds, self.device, batch, overrides,
