@@ -58,10 +58,29 @@ def _same(a, b, where="state"):
         assert a == b, where
 
 
+def _scalars(tb_dir, tag):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tb_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return [(e.step, e.value) for e in acc.Scalars(tag)]
+
+
+def _snapshots(folder):
+    from lcpo.experiments.forgetting import load_snapshots
+
+    return [(s["step"], s["obs"].tolist(), {k: v.tolist() for k, v in s["params"].items()})
+            for s in load_snapshots(folder)]
+
+
 @pytest.mark.parametrize("agent", sorted(AGENTS))
-def test_each_seed_folder_equals_its_solo_run(tmp_path, agent):
-    """Generic path: bitwise equal episodes, diagnostics, config, summary (but timing) and checkpoint."""
-    cfgs = [_cfg(agent, s) for s in (0, 1, 2)]
+def test_each_seed_folder_equals_its_solo_run(tmp_path, agent, monkeypatch):
+    """Generic path (and a2c's batch-native one): bitwise equal episodes, diagnostics, config, summary (but
+    timing), checkpoint, forgetting probes and TensorBoard scalars."""
+    import lcpo.agents.population as agent_pop
+
+    monkeypatch.setattr(agent_pop, "BATCH_NATIVE", frozenset())  # the generic path for every agent
+    cfgs = [_cfg(agent, s, probe_every=200, tensorboard=agent == "a2c") for s in (0, 1, 2)]
     pops = execute_population(cfgs, [tmp_path / f"pop{s}" for s in (0, 1, 2)])
     for c, p in zip(cfgs, pops):
         solo = execute(c, tmp_path / f"solo{c.seed}")
@@ -71,6 +90,12 @@ def test_each_seed_folder_equals_its_solo_run(tmp_path, agent):
         assert _outputs(tmp_path / f"pop{c.seed}") == _outputs(tmp_path / f"solo{c.seed}")
         _same(RunCheckpoints(tmp_path / f"pop{c.seed}" / "checkpoint").load(),
               RunCheckpoints(tmp_path / f"solo{c.seed}" / "checkpoint").load())
+        assert _snapshots(tmp_path / f"pop{c.seed}") == _snapshots(tmp_path / f"solo{c.seed}")
+        if c.tensorboard:
+            assert _scalars(tmp_path / f"pop{c.seed}" / "tb", "rollout/episode_return") == \
+                _scalars(tmp_path / f"solo{c.seed}" / "tb", "rollout/episode_return")
+    if agent != "ddqn":
+        assert len(_snapshots(tmp_path / "pop0")) == 3  # snapshots at the updates of steps 200, 400, 600
     assert not population_folder([tmp_path / f"pop{s}" for s in (0, 1, 2)], agent).exists()  # spent: removed
 
 
@@ -271,13 +296,14 @@ def test_batch_native_population_folders_equal_the_solo_runs(tmp_path, monkeypat
     monkeypatch.setattr(agent_pop, "BATCH_NATIVE", frozenset(agent_pop.BATCH_NATIVE | {agent}))
     where = ({"env": "lcpo/TrapGrid-v0", "trace": None, "trace_length": None, "reset": "end"}
              if agent.startswith("tabular") else {})  # a tabular agent needs discrete states
-    cfgs = [_cfg(agent, s, overrides={}, **where) for s in (0, 1, 2)]
+    cfgs = [_cfg(agent, s, overrides={}, probe_every=200, **where) for s in (0, 1, 2)]
     pops = execute_population(cfgs, [tmp_path / f"pop{s}" for s in (0, 1, 2)])
     assert all(p["population"]["batch_native"] for p in pops)
     for c, p in zip(cfgs, pops):
         solo = execute(c, tmp_path / f"solo{c.seed}")
         assert _untimed(p) == _untimed(solo)
         assert _outputs(tmp_path / f"pop{c.seed}") == _outputs(tmp_path / f"solo{c.seed}")
+        assert _snapshots(tmp_path / f"pop{c.seed}") == _snapshots(tmp_path / f"solo{c.seed}")
     # and a batch-native population resumes from its seed folders' checkpoints exactly
     outs = [tmp_path / f"cut{s}" for s in (0, 1, 2)]
     execute_population(cfgs, outs, stop_at=400)
