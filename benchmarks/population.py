@@ -5,7 +5,8 @@ What is timed: :meth:`lcpo.online.population.Population.learn` (the population r
 ``act_batch``, ``observe_batch`` with every update on the agents' own schedule, the per-seed loop bookkeeping)
 on ``lcpo/WindyPendulum-v0`` with trace ``wind-3`` (the native vector env where vecenv provides one), after
 ``--warmup`` untimed steps per seed; the figure is environment steps per second in all (N seed-steps per
-population step), best of ``--repeats``. Paths:
+population step), best of ``--repeats`` rounds (each round runs every configuration once, interleaved, so a
+change of the machine's load hits all of them alike). Paths:
 
 - ``solo``: today's single run (:class:`lcpo.online.loop.OnlineLoop`, one env, one agent), N = 1 only;
 - ``generic``: the generic population (:class:`lcpo.agents.population.AgentPopulation`, N single agents);
@@ -16,6 +17,9 @@ population step), best of ``--repeats``. Paths:
 by writing states into them, as after 200k steps), measured after construction, after ``--memory-steps``
 steps per seed (updates included, so the OOD sampling over the full reservoirs counts), and its peak including
 one population checkpoint (every seed's generation written, as :func:`execute_population` does).
+
+``--clock cpu`` (default) times with the process's CPU time (``time.process_time``: one thread, so what one
+core gives, robust on a shared machine where other jobs take the core away); ``--clock wall`` with wall time.
 
 ``--device cuda`` puts batch-native agents' networks on the GPU (``Population(device=...)``); it is not
 measured on the development machine (no GPU); the generic path stays on the CPU.
@@ -42,6 +46,7 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 ENV, TRACE, TRACE_LENGTH = "lcpo/WindyPendulum-v0", "wind-3", 100_000
+CLOCK = time.process_time
 
 
 def _overrides(agent: str) -> dict:
@@ -61,9 +66,9 @@ def solo_rate(agent: str, steps: int, warmup: int, repeats: int) -> float:
         env = make_run_env(cfg)
         loop = OnlineLoop(env, AGENTS[agent](env, seed=0, **cfg.overrides), seed=0)
         loop.run(warmup)
-        t = time.perf_counter()
+        t = CLOCK()
         loop.run(warmup + steps)
-        best = max(best, steps / (time.perf_counter() - t))
+        best = max(best, steps / (CLOCK() - t))
     return best
 
 
@@ -76,9 +81,9 @@ def population_rate(agent: str, n: int, steps: int, warmup: int, repeats: int, b
         pop = Population(agent, ENV, seeds=range(n), trace=TRACE, trace_length=TRACE_LENGTH, batch=batch,
                          device=device if batch else "cpu", **_overrides(agent))
         pop.learn(warmup)
-        t = time.perf_counter()
+        t = CLOCK()
         pop.learn(steps)
-        best = max(best, n * steps / (time.perf_counter() - t))
+        best = max(best, n * steps / (CLOCK() - t))
     return best
 
 
@@ -139,8 +144,12 @@ def main() -> None:
     p.add_argument("--batch-native", nargs="*", default=[], metavar="AGENT",
                    help="treat these agents as batch-native (their class has .population) even where "
                         "BATCH_NATIVE does not list them yet")
+    p.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
+                   help="cpu: process CPU time (robust on a shared machine); wall: wall-clock time")
     p.add_argument("--json", default=None)
     args = p.parse_args()
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     if args.batch_native:
         import lcpo.agents.population as agent_pop
 
@@ -150,25 +159,36 @@ def main() -> None:
     import lcpo.agents.population as agent_pop
 
     BATCH_NATIVE = agent_pop.BATCH_NATIVE
-    results: dict = {"device": args.device, "steps": args.steps, "warmup": args.warmup, "rates": {}}
+    results: dict = {"device": args.device, "steps": args.steps, "warmup": args.warmup, "clock": args.clock,
+                     "rates": {}}
     print(f"env steps/s in all, one thread, {ENV} trace {TRACE}, {args.steps} timed steps per seed after "
-          f"{args.warmup}; best of {args.repeats}; batch-native: {sorted(BATCH_NATIVE) or 'none'}\n")
+          f"{args.warmup}; best of {args.repeats}; {args.clock} clock; load average {os.getloadavg()[0]:.1f}; "
+          f"batch-native: {sorted(BATCH_NATIVE) or 'none'}\n")
     header = "| agent | path | " + " | ".join(f"N={n}" for n in args.sizes) + " |"
-    print(header + "\n|" + "---|" * (2 + len(args.sizes)))
+    jobs = []  # (agent, path, n); every repeat runs each once, interleaved, so load changes hit all alike
     for agent in args.agents:
         if "solo" in args.paths:
-            r = solo_rate(agent, args.steps, args.warmup, args.repeats)
-            results["rates"][f"{agent}/solo"] = {1: r}
-            print(f"| {agent} | solo (today) | {r:,.0f} |" + " |" * (len(args.sizes) - 1), flush=True)
+            jobs.append((agent, "solo", 1))
         for path in ("generic", "batch"):
-            if path not in args.paths or (path == "batch" and agent not in BATCH_NATIVE):
+            if path in args.paths and (path == "generic" or agent in BATCH_NATIVE):
+                jobs += [(agent, path, n) for n in args.sizes]
+    best: dict = {}
+    for _ in range(args.repeats):
+        for agent, path, n in jobs:
+            if path == "solo":
+                r = solo_rate(agent, args.steps, args.warmup, 1)
+            else:
+                r = population_rate(agent, n, args.steps, args.warmup, 1, path == "batch", args.device)
+            best[(agent, path, n)] = max(best.get((agent, path, n), 0.0), r)
+    print(header + "\n|" + "---|" * (2 + len(args.sizes)))
+    for agent in args.agents:
+        for path in ("solo", "generic", "batch"):
+            row = {n: best[(agent, path, n)] for n in args.sizes if (agent, path, n) in best}
+            if not row:
                 continue
-            row = {}
-            for n in args.sizes:
-                row[n] = population_rate(agent, n, args.steps, args.warmup, args.repeats, path == "batch",
-                                         args.device)
             results["rates"][f"{agent}/{path}"] = row
-            print(f"| {agent} | {path} | " + " | ".join(f"{row[n]:,.0f}" for n in args.sizes) + " |", flush=True)
+            cells = [f"{row[n]:,.0f}" if n in row else "" for n in args.sizes]
+            print(f"| {agent} | {'solo (single run)' if path == 'solo' else path} | " + " | ".join(cells) + " |")
     if args.memory:
         m = memory(args.memory_seeds, args.reservoir, args.memory_steps, "lcpo" in BATCH_NATIVE, args.device)
         results["memory"] = m

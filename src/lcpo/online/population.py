@@ -697,9 +697,10 @@ def execute_population(configs: Sequence, out_dirs: Sequence[str | Path], *, res
         if len(locks) == len(out_dirs) + 1:  # the population folder goes first, so that emptied parents can go
             _remove_if_spent(pop_dir)
             locks.pop().release()
-        for folder, made in reversed(list(zip(out_dirs, created))):  # the last made first: parents empty last
-            if made:
-                _remove_failed(folder, made)
+        if not (pop_dir / POINTER).exists():  # else its generations in the seed folders are resumable
+            for folder, made in reversed(list(zip(out_dirs, created))):  # the last made first: parents last
+                if made:
+                    _remove_failed(folder, made)
         raise
     finally:
         if len(locks) == len(out_dirs) + 1:
