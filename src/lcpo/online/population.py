@@ -46,7 +46,7 @@ import numpy as np
 from lcpo.online.loop import SEGMENT_STEPS, NeverReset, ResetOnEnd, Transition, parse_reset
 
 __all__ = ["Population", "PopulationLoop", "execute_population", "names_vector_env", "population_folder",
-           "user_vector_env",
+           "read_population_pointer", "user_vector_env",
            "SHARED_KEYS"]
 
 #: Run-configuration keys every member of one population must share (the agent population is built once for
