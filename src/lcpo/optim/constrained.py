@@ -176,7 +176,7 @@ def kl_constrained_step_batch(get_flat: Callable[[], torch.Tensor], set_flat: Ca
     expected = [0.0] * N
     if live.any():
         rows = torch.nonzero(live).squeeze(1)
-        x_rows, ok = conjugate_gradient_batch(fvp, -grad[rows], iters=cg_iters)
+        x_rows, ok = conjugate_gradient_batch(lambda V, r: fvp(V, rows[r]), -grad[rows], iters=cg_iters)
         shs = (x_rows * fvp(x_rows, rows)).sum(-1).tolist()
         finite_x = torch.isfinite(x_rows).all(dim=1).tolist()
         for j, k in enumerate(rows.tolist()):
