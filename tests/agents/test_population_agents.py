@@ -491,3 +491,27 @@ def test_batched_constrained_step_matches_the_single_step_per_row():
     # rows 0 and 1 accept at the first halving and freeze; the search goes on for row 3 alone
     assert [(r.accepted, r.backtracks) for r in results] == [(True, 1), (True, 1), (False, 10), (True, 6)]
     assert torch.equal(flat[2], before[2])  # zero gradient: no step
+
+
+# -- TRPO ----------------------------------------------------------------------------------------------------
+def test_trpo_population_seed_equals_solo_run_bit_for_bit():
+    """TRPO population of seeds [0, 4, 9] (800-step batches, two critic epochs of 200-state minibatches, each
+    seed its own shuffle), 2,400 steps (3 constrained updates per seed): actions, diagnostics and final state
+    equal each solo run bit for bit (the reasons of the A2C and LCPO tests)."""
+    from lcpo.agents import TRPO
+
+    kw = dict(hidden=(32, 32), rollout_steps=800, critic_epochs=2)
+    seeds = [0, 4, 9]
+    pop = TRPO.population(_env(), seeds, **kw)
+    totals, diags, acts = drive(pop, [_env() for _ in seeds], 2400, seeds)
+    assert [len(d) for d in diags] == [3, 3, 3] and (pop.accepted_steps > 0).all()
+    for k, s in enumerate(seeds):
+        solo = TRPO(_env(), seed=s, **kw)
+        t1, d1, a1 = drive(solo, [_env()], 2400, [s])
+        np.testing.assert_array_equal(a1[:, 0], acts[:, k])
+        assert t1[0] == totals[k] and d1[0] == diags[k]
+        assert_states_equal(solo.state_dict(), pop.seed_state_dict(k))
+    other = TRPO.population(_env(), seeds, **kw)
+    drive(other, [_env(), _env(scale=0.5), _env()], 2400, seeds)
+    for k in (0, 2):
+        assert_states_equal(pop.seed_state_dict(k), other.seed_state_dict(k))

@@ -44,7 +44,6 @@ from lcpo.agents.nets import CategoricalPolicy
 from lcpo.ood.calibration import AutoThreshold, load_calibration
 from lcpo.ood.detectors import make_detector
 from lcpo.ood.sampler import check_ood_sizes, sample_ood
-from lcpo.optim.constrained import kl_constrained_step_batch
 from lcpo.optim.fisher import make_fvp
 
 __all__ = ["LCPO", "LCPOHyperparameters"]
@@ -303,36 +302,10 @@ class LCPO(BatchOnPolicyAgent):
             return CategoricalPolicy.kl(lo_all, last["logp_eval"][:, :T]).mean(dim=1)
 
         loss = surrogate()
-        params = self.actors.params
-        for p in params:
-            p.grad = None
-        loss.sum().backward()
-        rows = torch.tensor(seeds, dtype=torch.int64)
-        grad = torch.cat([(p.grad[rows] if p.grad is not None else torch.zeros_like(p[rows])).reshape(len(seeds), -1)
-                          for p in params], dim=1)
-        for p in params:
-            p.grad = None
-        fvps = [make_fvp(self.actors.members[k], anchor_obs[i], hp.damping) for i, k in enumerate(seeds)]
-
-        def fvp(V: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-            return torch.stack([fvps[i](V[j]) for j, i in enumerate(r.tolist())])
-
-        def get_flat() -> torch.Tensor:
-            return torch.cat([p.detach()[rows].reshape(len(seeds), -1) for p in params], dim=1)
-
-        def set_flat(flat: torch.Tensor) -> None:
-            i = 0
-            with torch.no_grad():
-                for p in params:
-                    m = p[0].numel()
-                    p.data[rows] = flat[:, i:i + m].reshape(len(seeds), *p.shape[1:])
-                    i += m
-
         loss_old = loss.detach().tolist()
-        results = kl_constrained_step_batch(get_flat, set_flat, grad, fvp, surrogate, (kl_recent, kl_anchor),
-                                            (hp.c_recent, hp.c_anchor), scale_kl=hp.c_anchor, cg_iters=hp.cg_iters,
-                                            max_backtracks=hp.max_backtracks, accept_ratio=hp.accept_ratio,
-                                            loss_old=loss_old)
+        results = self._constrained_actor_step(seeds, loss, surrogate, (kl_recent, kl_anchor),
+                                               (hp.c_recent, hp.c_anchor), hp.c_anchor, list(anchor_obs), make_fvp,
+                                               hp.damping, hp.cg_iters, hp.max_backtracks, hp.accept_ratio)
         for j, k, res, lv in zip(js, seeds, results, loss_old):
             self.seed_constrained_updates[k] += 1
             self.seed_accepted_steps[k] += int(res.accepted)
