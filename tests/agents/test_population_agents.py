@@ -331,3 +331,187 @@ def test_tabular_a2c_population_equals_solo_runs():
         np.testing.assert_array_equal(a1[:, 0], acts[:, k])
         assert d1[0] == diags[k] and diags[k]
         assert_states_equal(solo.state_dict(), pop.seed_state_dict(k))
+
+
+# -- LCPO ----------------------------------------------------------------------------------------------------
+LCPO_KW = dict(hidden=(32, 32), reservoir_size=2000)
+
+
+def test_lcpo_population_seed_equals_solo_run_bit_for_bit():
+    """LCPO population of seeds [0, 3, 7] on the windy Pendulum, 3,000 steps (15 updates, 11 of them constrained
+    per seed): each seed's actions, rewards, diagnostics (anchors or not, line-search acceptance, backtracks,
+    KLs) and final state (reservoir, detector, temperature, both Adams) equal its solo run bit for bit. Why: as
+    for A2C, plus the constrained step's conjugate gradient and line search keep per-seed scalars (row-wise dot
+    products) and each seed's Fisher-vector product is its own ``make_fvp`` on its own module."""
+    from lcpo.agents import LCPO
+
+    seeds = [0, 3, 7]
+    pop = LCPO.population(_env(), seeds, **LCPO_KW)
+    totals, diags, acts = drive(pop, [_env() for _ in seeds], 3000, seeds)
+    assert (pop.constrained_updates > 0).all()
+    for k, s in enumerate(seeds):
+        solo = LCPO(_env(), seed=s, **LCPO_KW)
+        t1, d1, a1 = drive(solo, [_env()], 3000, [s])
+        np.testing.assert_array_equal(a1[:, 0], acts[:, k])
+        assert t1[0] == totals[k] and d1[0] == diags[k]
+        assert_states_equal(solo.state_dict(), pop.seed_state_dict(k))
+
+
+def test_lcpo_seeds_with_and_without_anchors_in_one_update_stay_independent():
+    """Seed 1 runs in a wind-free copy of the trace (never OOD: plain steps) while seeds 0 and 2 take constrained
+    steps in the same updates; seeds 0 and 2 equal the population where every seed has the wind, bit for bit,
+    and seed 1 equals its own solo run in the calm trace (the actor's Adam stepped only on its plain updates)."""
+    from lcpo.agents import LCPO
+
+    seeds = [0, 1, 2]
+    windy = LCPO.population(_env(), seeds, **LCPO_KW)
+    drive(windy, [_env() for _ in seeds], 1600, seeds)
+    mixed = LCPO.population(_env(), seeds, **LCPO_KW)
+    _, diags, _ = drive(mixed, [_env(), _env(scale=0.0 + 1e-12), _env()], 1600, seeds)
+    assert any(d["train/constrained"] == 1.0 for d in diags[0]) and not any(d["train/constrained"] for d in diags[1])
+    for k in (0, 2):
+        assert_states_equal(windy.seed_state_dict(k), mixed.seed_state_dict(k))
+    solo = LCPO(_env(), seed=1, **LCPO_KW)
+    _, d1, _ = drive(solo, [_env(scale=0.0 + 1e-12)], 1600, [1])
+    assert d1[0] == diags[1]
+    assert_states_equal(solo.state_dict(), mixed.seed_state_dict(1))
+    assert mixed.alpha_opt.steps.tolist() == [8, 8, 8] and mixed.actor_opt.steps[1] == 8
+    assert mixed.actor_opt.steps[0] == 8 - mixed.constrained_updates[0]
+
+
+def test_batched_cg_equals_per_row_solves_and_a_failed_row_leaves_the_others():
+    """Conjugate gradient with per-row scalars: each row equals the direct solve of its own SPD system; a row
+    whose matrix is negative definite is marked failed and the other rows are unaffected (bit-identical to the
+    batch without it); a row that converges early is frozen."""
+    from lcpo.optim.cg import conjugate_gradient, conjugate_gradient_batch
+
+    g = torch.Generator().manual_seed(0)
+    n = 6
+    mats = []
+    for _ in range(3):
+        M = torch.randn(n, n, generator=g, dtype=torch.float64)
+        mats.append(M @ M.T + n * torch.eye(n, dtype=torch.float64))
+    mats.append(-mats[0])                       # not positive definite
+    mats.append(torch.eye(n, dtype=torch.float64))  # converges after one iteration
+    b = torch.randn(5, n, generator=g, dtype=torch.float64)
+    A = torch.stack(mats)
+
+    def mv(V, rows):
+        return torch.einsum("rij,rj->ri", A[rows], V)
+
+    x, ok = conjugate_gradient_batch(mv, b, iters=n)
+    assert ok.tolist() == [True, True, True, False, True]
+    for k in (0, 1, 2, 4):
+        torch.testing.assert_close(x[k], torch.linalg.solve(A[k], b[k]), rtol=1e-8, atol=1e-10)
+        torch.testing.assert_close(x[k], conjugate_gradient(lambda v, k=k: A[k] @ v, b[k], iters=n),
+                                   rtol=1e-10, atol=1e-12)
+    keep = torch.tensor([0, 1, 2, 4])
+    x2, ok2 = conjugate_gradient_batch(lambda V, rows: mv(V, keep[rows]), b[keep], iters=n)
+    assert torch.equal(x2, x[keep]) and ok2.all()
+
+
+def test_batched_constrained_step_matches_the_single_step_per_row():
+    """Four policies stepped together by ``kl_constrained_step_batch`` give each row's single
+    ``kl_constrained_step`` outcome (acceptance, backtracks; parameters within 1e-6 relative: row-wise sums and
+    ``torch.dot`` round differently): rows that accept after different numbers of halvings, a row with a zero
+    gradient (no step), and a row whose KL is measured far away and needs six halvings."""
+    from lcpo.agents.nets import CategoricalPolicy
+    from lcpo.agents.stacked import SeedStack
+    from lcpo.optim.constrained import kl_constrained_step, kl_constrained_step_batch
+    from lcpo.optim.fisher import flat_grad, flat_params, make_fvp
+
+    def make(s):
+        torch.manual_seed(s)
+        return CategoricalPolicy(4, 1, 5, (8,))
+
+    R = 4
+    g = torch.Generator().manual_seed(3)
+    obs = torch.randn(R, 64, 4, generator=g)
+    acts = torch.randint(0, 5, (R, 64, 1), generator=g)
+    adv = torch.randn(R, 64, generator=g) * torch.tensor([[1.0], [30.0], [0.0], [1.0]])
+    kl_obs = obs.clone()
+    kl_obs[3] *= 1000.0  # row 3's KL is measured far away: it needs more halvings than the others
+    limit, scale = 2e-3, 1e-2
+    singles = []
+    for k in range(R):
+        pol = make(k)
+        with torch.no_grad():
+            lo, lk = pol.log_probs(obs[k]), pol.log_probs(kl_obs[k])
+        lpo = CategoricalPolicy.log_prob_of(lo, acts[k])
+
+        def loss_fn(pol=pol, k=k, lpo=lpo):
+            lp = CategoricalPolicy.log_prob_of(pol.log_probs(obs[k]), acts[k])
+            return -(adv[k] * torch.exp(lp - lpo)).mean()
+
+        def kl_fn(pol=pol, k=k, lk=lk):
+            return CategoricalPolicy.kl(lk, pol.log_probs(kl_obs[k])).mean()
+
+        grad = flat_grad(loss_fn(), pol)
+        res = kl_constrained_step(pol, grad, make_fvp(pol, obs[k], 0.1), loss_fn, (kl_fn,), (limit,),
+                                  scale_kl=scale, cg_iters=10, max_backtracks=10)
+        singles.append((res, flat_params(pol)))
+    stack = SeedStack([make(k) for k in range(R)])
+    with torch.no_grad():
+        lo, lk = stack.log_probs(obs), stack.log_probs(kl_obs)
+    lpo = CategoricalPolicy.log_prob_of(lo, acts)
+
+    def loss_b():
+        lp = CategoricalPolicy.log_prob_of(stack.log_probs(obs), acts)
+        return -(adv * torch.exp(lp - lpo)).mean(dim=1)
+
+    def kl_b():
+        return CategoricalPolicy.kl(lk, stack.log_probs(kl_obs)).mean(dim=1)
+
+    loss_b().sum().backward()
+    grad = torch.cat([p.grad.reshape(R, -1) for p in stack.params], dim=1)
+    fvps = [make_fvp(stack.members[k], obs[k], 0.1) for k in range(R)]
+
+    def fvp(V, rows):
+        return torch.stack([fvps[r](v) for v, r in zip(V, rows.tolist())])
+
+    def get_flat():
+        return torch.cat([p.detach().reshape(R, -1) for p in stack.params], dim=1).clone()
+
+    def set_flat(flat):
+        i = 0
+        with torch.no_grad():
+            for p in stack.params:
+                m = p[0].numel()
+                p.data.copy_(flat[:, i:i + m].reshape(p.shape))
+                i += m
+
+    before = get_flat()
+    results = kl_constrained_step_batch(get_flat, set_flat, grad, fvp, loss_b, (kl_b,), (limit,), scale_kl=scale,
+                                        cg_iters=10, max_backtracks=10)
+    flat = get_flat()
+    for k in range(R):
+        res, params = singles[k]
+        assert (results[k].accepted, results[k].backtracks) == (res.accepted, res.backtracks), k
+        torch.testing.assert_close(flat[k], params, rtol=1e-6, atol=1e-7)
+    # rows 0 and 1 accept at the first halving and freeze; the search goes on for row 3 alone
+    assert [(r.accepted, r.backtracks) for r in results] == [(True, 1), (True, 1), (False, 10), (True, 6)]
+    assert torch.equal(flat[2], before[2])  # zero gradient: no step
+
+
+# -- TRPO ----------------------------------------------------------------------------------------------------
+def test_trpo_population_seed_equals_solo_run_bit_for_bit():
+    """TRPO population of seeds [0, 4, 9] (800-step batches, two critic epochs of 200-state minibatches, each
+    seed its own shuffle), 2,400 steps (3 constrained updates per seed): actions, diagnostics and final state
+    equal each solo run bit for bit (the reasons of the A2C and LCPO tests)."""
+    from lcpo.agents import TRPO
+
+    kw = dict(hidden=(32, 32), rollout_steps=800, critic_epochs=2)
+    seeds = [0, 4, 9]
+    pop = TRPO.population(_env(), seeds, **kw)
+    totals, diags, acts = drive(pop, [_env() for _ in seeds], 2400, seeds)
+    assert [len(d) for d in diags] == [3, 3, 3] and (pop.accepted_steps > 0).all()
+    for k, s in enumerate(seeds):
+        solo = TRPO(_env(), seed=s, **kw)
+        t1, d1, a1 = drive(solo, [_env()], 2400, [s])
+        np.testing.assert_array_equal(a1[:, 0], acts[:, k])
+        assert t1[0] == totals[k] and d1[0] == diags[k]
+        assert_states_equal(solo.state_dict(), pop.seed_state_dict(k))
+    other = TRPO.population(_env(), seeds, **kw)
+    drive(other, [_env(), _env(scale=0.5), _env()], 2400, seeds)
+    for k in (0, 2):
+        assert_states_equal(pop.seed_state_dict(k), other.seed_state_dict(k))

@@ -375,6 +375,58 @@ class BatchOnPolicyAgent(Agent):
         clip_grad_norm_per_seed(self.actors.params, self.hp.max_grad_norm, b["sel"])
         self.actor_opt.step(self._mask_of(b["idx"]))
 
+    def _constrained_actor_step(self, seeds: list[int], loss: torch.Tensor, surrogate, kl_fns, kl_limits,
+                                scale_kl: float, fvp_states: Sequence[torch.Tensor], make_fvp, damping: float,
+                                cg_iters: int, max_backtracks: int, accept_ratio: float) -> list:
+        """The KL-constrained step (paper Algorithm 1; TRPO appendix C) of the actors of the seed slots ``seeds``,
+        taken together by :func:`lcpo.optim.constrained.kl_constrained_step_batch`.
+
+        Args:
+            seeds: the seed slots that step (their rows of the stacked actor move).
+            loss: ``(m,)`` their surrogate losses at the current parameters (with a graph: the gradient is taken).
+            surrogate: ``() -> (m,)`` the surrogates at the current parameters.
+            kl_fns: each ``() -> (m,)`` mean KLs, called right after ``surrogate``.
+            kl_limits, scale_kl, cg_iters, max_backtracks, accept_ratio: as the single step's.
+            fvp_states: per slot, the ``(B, obs_dim)`` states of its Fisher (anchors for LCPO, the batch for TRPO).
+            make_fvp: ``(module, states, damping) -> fvp`` (:func:`lcpo.optim.fisher.make_fvp`; each seed's own
+                product on its own module).
+            damping: Fisher damping.
+
+        Returns:
+            One :class:`~lcpo.optim.constrained.StepResult` per slot of ``seeds``.
+        """
+        from lcpo.optim.constrained import kl_constrained_step_batch
+
+        params = self.actors.params
+        m = len(seeds)
+        rows = torch.tensor(seeds, dtype=torch.int64)
+        for p in params:
+            p.grad = None
+        loss.sum().backward()
+        grad = torch.cat([(p.grad[rows] if p.grad is not None else torch.zeros_like(p[rows])).reshape(m, -1)
+                          for p in params], dim=1)
+        for p in params:
+            p.grad = None
+        fvps = [make_fvp(self.actors.members[k], fvp_states[i], damping) for i, k in enumerate(seeds)]
+
+        def fvp(V: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+            return torch.stack([fvps[i](V[j]) for j, i in enumerate(r.tolist())])
+
+        def get_flat() -> torch.Tensor:
+            return torch.cat([p.detach()[rows].reshape(m, -1) for p in params], dim=1)
+
+        def set_flat(flat: torch.Tensor) -> None:
+            i = 0
+            with torch.no_grad():
+                for p in params:
+                    size = p[0].numel()
+                    p.data[rows] = flat[:, i:i + size].reshape(m, *p.shape[1:])
+                    i += size
+
+        return kl_constrained_step_batch(get_flat, set_flat, grad, fvp, surrogate, kl_fns, kl_limits,
+                                         scale_kl=scale_kl, cg_iters=cg_iters, max_backtracks=max_backtracks,
+                                         accept_ratio=accept_ratio, loss_old=loss.detach().tolist())
+
     # -- persistence ---------------------------------------------------------------------------------
     def _check_k(self, k) -> int:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= int(k) < self.n_seeds:
