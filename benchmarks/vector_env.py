@@ -15,7 +15,8 @@ code is single-threaded, so the two agree on a quiet machine). Never a test.
 
 Usage::
 
-    python benchmarks/vector_env.py [--seed-steps 64000] [--repeats 5] [--sizes 1 4 16 64] [--clock cpu|wall] [--json out.json]
+    python benchmarks/vector_env.py [--seed-steps 64000] [--repeats 5] [--sizes 1 4 16 64] [--clock cpu|wall]
+                                    [--json out.json]
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ _clock = time.process_time  # CPU time of this (single-threaded) process: robust
 
 
 def time_native(n: int, steps: int, trace) -> float:
-    venv = WindyPendulumVectorEnv(env_kwargs=[{"trace": trace}] * n)
+    venv = WindyPendulumVectorEnv(env_kwargs=[{"trace": trace}] * n, autoreset_mode="Disabled")
     actions = np.random.default_rng(0).integers(0, 15, (steps, n, 1))
     venv.reset(seed=list(range(n)))
     step, reset = venv.step, venv.reset
@@ -97,7 +98,7 @@ def main(argv=None) -> dict:
     WindyPendulumVectorEnv(num_envs=1).reset(seed=0)  # compile (or load) the numba kernels outside the timing
     kinds = {
         "native": lambda n, s: time_native(n, s, trace),
-        "native+stream": lambda n, s: time_stream(WindyPendulumVectorEnv(env_kwargs=[{"trace": trace}] * n), n, s),
+        "native+stream": lambda n, s: time_stream(make_vector_env(ENV, [{"trace": trace}] * n, mode="native"), n, s),
         "sync": lambda n, s: time_stream(make_vector_env(ENV, [{"trace": trace}] * n, mode="sync"), n, s),
         "single loop": lambda n, s: time_singles(n, s, trace),
     }

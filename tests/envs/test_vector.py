@@ -156,13 +156,13 @@ def test_native_is_the_vector_entry_point_with_per_env_kwargs():
     kws = _pendulum_kwargs()
     venv = gym.make_vec(PENDULUM, num_envs=3, vectorization_mode="vector_entry_point", env_kwargs=kws)
     assert isinstance(venv, WindyPendulumVectorEnv)
-    assert venv.metadata["autoreset_mode"] is AutoresetMode.DISABLED
+    assert venv.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP  # Gymnasium's default, as make_vec's sync
     assert venv.single_action_space == gym.make(PENDULUM).action_space
     assert venv.action_space == batch_space(venv.single_action_space, 3)
     assert [s["elapsed"] for s in venv.get_state()] == [0, 0, 0]
-    shared = gym.make_vec(PENDULUM, num_envs=2, trace="wind-1", time_limit=50)  # shared kwargs, default mode
-    assert isinstance(shared, WindyPendulumVectorEnv) and shared.num_envs == 2
-    assert shared._winds.shape == (400_000, 2)  # one copy of a trace that two sub-envs share
+    shared = gym.make_vec(PENDULUM, num_envs=3, trace=np.full((50, 2), 0.5), time_limit=50)  # shared kwargs
+    assert isinstance(shared, WindyPendulumVectorEnv) and shared.num_envs == 3
+    assert shared._winds.shape == (50, 2)  # one copy of a trace that the sub-envs share
 
 
 @pytest.mark.parametrize("mode", ["native", "sync"])
@@ -170,7 +170,8 @@ def test_stream_continue_where_steps_past_the_time_limit_as_a_single_env(mode):
     kws = _pendulum_kwargs()
     stream = VectorStream(make_vector_env(PENDULUM, kws, mode=mode))
     singles = [gym.make(PENDULUM, **kw) for kw in kws]
-    np.testing.assert_array_equal(stream.reset([0, 1, 2]), np.stack([e.reset(seed=k)[0] for k, e in enumerate(singles)]))
+    first = np.stack([e.reset(seed=k)[0] for k, e in enumerate(singles)])
+    np.testing.assert_array_equal(stream.reset([0, 1, 2]), first)
     rng = np.random.default_rng(5)
     for t in range(40):
         a = rng.integers(0, 15, (3, 1))
@@ -191,6 +192,54 @@ def test_stream_continue_where_needs_disabled_mode():
         stream.continue_where(trunc)
 
 
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=lambda m: m.value)
+def test_native_autoresets_as_gymnasiums_sync_vector_env(mode):
+    """Raw Gymnasium outputs, no resets by the caller: the native env's autoreset equals SyncVectorEnv's over
+    the single envs (NEXT_STEP: the reset step; SAME_STEP: final_obs / final_info and the reset obs)."""
+    kws = _pendulum_kwargs()
+    native = WindyPendulumVectorEnv(env_kwargs=kws, autoreset_mode=mode)
+    sync = SyncVectorEnv([lambda kw=kw: gym.make(PENDULUM, **kw) for kw in kws], autoreset_mode=mode)
+    np.testing.assert_array_equal(native.reset(seed=[0, 1, 2])[0], sync.reset(seed=[0, 1, 2])[0])
+    rng = np.random.default_rng(2)
+    finals = 0
+    for t in range(300):
+        a = rng.integers(0, 15, (3, 1))
+        out_n, out_s = native.step(a), sync.step(a)
+        for p, q in zip(out_n[:4], out_s[:4]):
+            np.testing.assert_array_equal(p, q, err_msg=f"step {t}")
+        i_n, i_s = out_n[4], out_s[4]
+        np.testing.assert_array_equal(i_n["context"], i_s["context"])
+        if "final_obs" in i_s:
+            finals += 1
+            np.testing.assert_array_equal(i_n["_final_obs"], i_s["_final_obs"])
+            for k in np.flatnonzero(i_s["_final_obs"]):
+                np.testing.assert_array_equal(i_n["final_obs"][k], i_s["final_obs"][k])
+                np.testing.assert_array_equal(i_n["final_info"]["context"][k], i_s["final_info"]["context"][k])
+        else:
+            assert "final_obs" not in i_n
+    assert finals > 20 if mode is AutoresetMode.SAME_STEP else finals == 0
+    for x, y in zip(native.get_state(), [e.unwrapped.get_state() for e in sync.envs]):
+        _assert_states_equal(x, y)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
+def test_stream_over_native_is_the_same_in_each_autoreset_mode(mode):
+    kws = _pendulum_kwargs()
+    streams = [VectorStream(WindyPendulumVectorEnv(env_kwargs=kws, autoreset_mode=m))
+               for m in (mode, AutoresetMode.DISABLED)]
+    np.testing.assert_array_equal(*[s.reset([4, 5, 6]) for s in streams])
+    rng = np.random.default_rng(8)
+    for t in range(200):
+        a = rng.integers(0, 15, (3, 1))
+        out = [s.step(a) for s in streams]
+        for p, q in zip(out[0][:4], out[1][:4]):
+            np.testing.assert_array_equal(p, q)
+        np.testing.assert_array_equal(out[0][4].batched("context"), out[1][4].batched("context"))
+        mask = out[0][2] | out[0][3]
+        mask[0] |= t % 50 == 25  # a forced reset of a running sub-env too
+        np.testing.assert_array_equal(*[s.reset_where(mask) for s in streams])
+
+
 def test_native_errors_name_the_bad_value():
     venv = WindyPendulumVectorEnv(env_kwargs=[{"time_limit": 2}] * 2)
     with pytest.raises(RuntimeError, match="before reset"):
@@ -206,8 +255,8 @@ def test_native_errors_name_the_bad_value():
         WindyPendulumVectorEnv(env_kwargs=[{}, {"wind_speed": 3}])
     with pytest.raises(ValueError, match="same bins"):
         WindyPendulumVectorEnv(env_kwargs=[{}, {"bins": 5}])
-    with pytest.raises(ValueError, match="DISABLED only"):
-        WindyPendulumVectorEnv(num_envs=2, autoreset_mode=AutoresetMode.NEXT_STEP)
+    with pytest.raises(ValueError, match="unknown autoreset_mode 'Sometimes'"):
+        WindyPendulumVectorEnv(num_envs=2, autoreset_mode="Sometimes")
 
 
 # ---------------------------------------------------------------------------------------------- make_vector_env
@@ -237,7 +286,7 @@ def test_make_vector_env_modes_agree_and_keep_the_discretisation():
 
 
 def test_make_vector_env_async_matches_native_and_restores_state():
-    kws = [{"time_limit": 5, "trace": "wind-1"}, {"time_limit": 7}]
+    kws = [{"time_limit": 5, "trace": np.linspace(-1, 1, 40).reshape(20, 2)}, {"time_limit": 7}]
     a, b = VectorStream(make_vector_env(PENDULUM, kws, mode="async")), VectorStream(make_vector_env(PENDULUM, kws))
     try:
         assert isinstance(a.venv, AsyncVectorEnv)
@@ -287,10 +336,8 @@ def test_make_vector_env_errors_name_the_bad_value():
         make_vector_env(PENDULUM, [{}, "wind-1"])
     with pytest.raises(ValueError, match="unknown autoreset_mode 'Sometimes'"):
         make_vector_env(PENDULUM, [{}], autoreset_mode="Sometimes")
-    with pytest.raises(ValueError, match="DISABLED only"):
-        make_vector_env(PENDULUM, [{}], mode="native", autoreset_mode=AutoresetMode.SAME_STEP)
-    # auto with another mode than DISABLED falls back to SyncVectorEnv
-    assert isinstance(make_vector_env(PENDULUM, [{}], autoreset_mode="SameStep"), SyncVectorEnv)
+    same = make_vector_env(PENDULUM, [{}], autoreset_mode="SameStep")
+    assert isinstance(same, WindyPendulumVectorEnv) and same.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
 
 
 def test_stream_get_state_names_a_sub_env_without_get_state():

@@ -97,8 +97,7 @@ def make_vector_env(env_id: str, env_kwargs: Sequence[dict], *, mode: str = "aut
             ``"sync"`` (:class:`~gymnasium.vector.SyncVectorEnv`), ``"async"``
             (:class:`~gymnasium.vector.AsyncVectorEnv`, one process per sub-env) or ``"native"``.
         autoreset_mode: the vector env's autoreset mode (default ``DISABLED``: the caller resets ended
-            sub-envs with ``reset(options={"reset_mask": mask})``; :class:`VectorStream` does). The native
-            envs support ``DISABLED`` only.
+            sub-envs with ``reset(options={"reset_mask": mask})``; :class:`VectorStream` does).
 
     Returns:
         The vector env; ``metadata["autoreset_mode"]`` says its mode. Its ``single_action_space`` equals the
@@ -107,8 +106,7 @@ def make_vector_env(env_id: str, env_kwargs: Sequence[dict], *, mode: str = "aut
     Raises:
         ValueError: an unknown ``mode`` or ``autoreset_mode``, an unknown environment id (see
             :func:`~lcpo.envs.registration.check_env_name`), ``mode="native"`` for an id without a native
-            implementation, an empty ``env_kwargs`` or an entry that is not a dict, a native env asked for a
-            mode other than ``DISABLED``.
+            implementation, an empty ``env_kwargs`` or an entry that is not a dict.
     """
     if mode not in MODES:
         raise ValueError(f"unknown vector env mode {mode!r}; valid modes: {list(MODES)}")
@@ -128,16 +126,11 @@ def make_vector_env(env_id: str, env_kwargs: Sequence[dict], *, mode: str = "aut
         raise ValueError(f"no native vector env for {env_id!r} (native: {sorted(NATIVE_VECTOR_ENVS)}); use "
                          "mode 'sync' or 'async'")
     if mode == "native" or (mode == "auto" and env_id in NATIVE_VECTOR_ENVS):
-        if autoreset_mode is not AutoresetMode.DISABLED:
-            if mode == "native":
-                raise ValueError(f"the native vector env of {env_id!r} supports autoreset_mode DISABLED only, "
-                                 f"got {autoreset_mode.value!r}; use mode 'sync' for other modes")
-        else:
-            return _native_class(env_id)(env_kwargs=[dict(kw) for kw in env_kwargs])
-    fns = [functools.partial(_make_wrapped if mode == "async" else make_env, env_id,
-                             **({"kwargs": dict(kw)} if mode == "async" else dict(kw))) for kw in env_kwargs]
-    if mode == "async":
-        return AsyncVectorEnv(fns, autoreset_mode=autoreset_mode)
+        return _native_class(env_id)(env_kwargs=[dict(kw) for kw in env_kwargs], autoreset_mode=autoreset_mode)
+    if mode == "async":  # picklable factories; the wrapper gives per-worker set_state
+        return AsyncVectorEnv([functools.partial(_make_wrapped, env_id, dict(kw)) for kw in env_kwargs],
+                              autoreset_mode=autoreset_mode)
+    fns = [functools.partial(make_env, env_id, **kw) for kw in env_kwargs]
     return SyncVectorEnv(fns, autoreset_mode=autoreset_mode)
 
 
@@ -240,8 +233,10 @@ class VectorStream:
     made: the true next observation (the final one on the last step of an episode), the reward, terminated and
     truncated apart, and the info (with ``info["context"]`` for lcpo envs). After a sub-env's episode ends the
     caller resets it with :meth:`reset_where` before the next ``step`` (which raises otherwise), so no transition
-    ever crosses a reset; :meth:`reset_where` also serves forced resets of running sub-envs (a reset condition).
-    Observations are returned as fresh ``(N, d)`` float32 arrays (never aliases of a buffer the env mutates).
+    ever crosses a reset; :meth:`reset_where` also serves forced resets of running sub-envs (a reset condition),
+    and :meth:`continue_where` lets ended sub-envs go on without a reset (the reset condition ``never``).
+    Observations are returned as fresh ``(N, d)`` float32 arrays (never aliases of a buffer the env mutates);
+    the infos as a :class:`StepInfos` (``infos[k]`` a dict, ``infos.batched("context")`` an ``(N, 2)`` array).
 
     Args:
         venv: a :class:`gymnasium.vector.VectorEnv` (from :func:`make_vector_env` or the user's own) with a
@@ -334,8 +329,9 @@ class VectorStream:
 
         Returns:
             ``(next_obs (N, d) float32, rewards (N,) float64, terminated (N,) bool, truncated (N,) bool, infos)``,
-            ``infos`` a list of N dicts; ``next_obs[k]`` is the observation reached by ``actions[k]``, the final
-            one when the episode ended (SAME_STEP: ``info["final_obs"]``; ``infos[k]`` then is the final info).
+            ``infos`` a :class:`StepInfos` of N dicts; ``next_obs[k]`` is the observation reached by
+            ``actions[k]``, the final one when the episode ended (SAME_STEP: ``info["final_obs"]``; ``infos[k]``
+            then is the final info).
 
         Raises:
             RuntimeError: :meth:`reset` was never called, or a sub-env whose episode ended was not reset with

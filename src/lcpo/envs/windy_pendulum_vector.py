@@ -16,10 +16,13 @@ roundings and the C library's ``cos``, ``sin`` and ``pow`` (the single env squar
 be bit-identical). The discretisation is folded in: actions are ``(N, 1)`` bin indices; the control cost of
 each bin is computed once with the single env's own expression.
 
-Autoreset mode: ``DISABLED`` only (``metadata["autoreset_mode"]``): after a sub-env's episode ends the caller
-resets it with ``reset(options={"reset_mask": mask})`` (:class:`lcpo.envs.vector.VectorStream` does). A sub-env
-stepped on past its time limit behaves as the single env does (it keeps going, truncated on every step): the
-reset condition ``never`` on a time-limited env (:meth:`lcpo.envs.vector.VectorStream.continue_where`).
+Autoreset modes (``metadata["autoreset_mode"]``), as :class:`~gymnasium.vector.SyncVectorEnv` does them:
+``NEXT_STEP`` (Gymnasium's default, and this class's and ``gymnasium.make_vec``'s), ``SAME_STEP``
+(``info["final_obs"]``, ``info["final_info"]``) and ``DISABLED`` (what :func:`lcpo.envs.vector.make_vector_env`
+builds): the caller resets ended sub-envs with ``reset(options={"reset_mask": mask})``, which every mode takes
+(``metadata["reset_mask"]`` is True). In DISABLED mode a sub-env stepped on past its time limit behaves as the
+single env does (it keeps going, truncated on every step): the reset condition ``never`` on a time-limited env
+(:meth:`lcpo.envs.vector.VectorStream.continue_where`). Autoresets are unseeded resets (global time continues).
 """
 
 from __future__ import annotations
@@ -56,19 +59,22 @@ def _observe(th, thdot, hist, obs, rows):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _step(acts, table, ctrl, winds, offset, length, index, hist, th, thdot, elapsed, limit,
+def _step(acts, skip, table, ctrl, winds, offset, length, index, hist, th, thdot, elapsed, limit,
           obs, rew, trunc, two):  # pragma: no cover - compiled
-    """One step of every sub-env, the single env's ``step`` per row (see the module docstring).
+    """One step of every sub-env except the ``skip`` ones, the single env's ``step`` per row (see the module
+    docstring).
 
     Returns -1, or ``i`` (a bad bin index at row i; nothing changed)."""
     n = acts.shape[0]
     bins = table.shape[0]
     lags = hist.shape[2]
     for i in range(n):
-        if acts[i] < 0 or acts[i] >= bins:
+        if not skip[i] and (acts[i] < 0 or acts[i] >= bins):
             return i
     two_pi = 2 * math.pi
     for i in range(n):
+        if skip[i]:
+            continue
         b = acts[i]
         a = np.float64(table[b])
         t0 = th[i]
@@ -113,7 +119,7 @@ class WindyPendulumVectorEnv(VectorEnv):
         env_kwargs: one dict per sub-env of :func:`~lcpo.envs.windy_pendulum.make_windy_pendulum` arguments
             (``trace``, ``divisor``, ``bins``, ``time_limit``, ``continuing``), e.g. each seed's trace and time
             limit; None = ``num_envs`` copies of ``kwargs``.
-        autoreset_mode: ``AutoresetMode.DISABLED`` (the only mode supported).
+        autoreset_mode: ``NEXT_STEP`` (default, as Gymnasium's vector envs), ``SAME_STEP`` or ``DISABLED``.
         **kwargs: arguments shared by every sub-env (merged under each ``env_kwargs`` entry).
 
     Spaces: ``single_observation_space`` ``Box(9,)`` float32 and ``single_action_space``
@@ -128,8 +134,8 @@ class WindyPendulumVectorEnv(VectorEnv):
 
     Raises:
         ValueError: neither or inconsistent ``num_envs``/``env_kwargs``, an argument the single env does not
-            take (names it and the sub-env), sub-envs with different ``bins``, an autoreset mode other than
-            DISABLED; at ``step``: a bad action shape or bin index, a non-integer action.
+            take (names it and the sub-env), sub-envs with different ``bins``, an unknown autoreset mode;
+            at ``step``: a bad action shape or bin index, a non-integer action.
         RuntimeError: ``step`` before ``reset``.
         lcpo.contexts.TraceError: a malformed trace (as the single env).
 
@@ -144,13 +150,15 @@ class WindyPendulumVectorEnv(VectorEnv):
         ((2, 9), dtype('float64'), (2, 2))
     """
 
-    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.DISABLED}
+    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP, "reset_mask": True}
 
     def __init__(self, num_envs: int | None = None, env_kwargs: Sequence[dict] | None = None, *,
-                 autoreset_mode: AutoresetMode | str = AutoresetMode.DISABLED, **kwargs):
-        if AutoresetMode(autoreset_mode) is not AutoresetMode.DISABLED:
-            raise ValueError(f"WindyPendulumVectorEnv supports autoreset_mode DISABLED only, got "
-                             f"{AutoresetMode(autoreset_mode).value!r}; use gymnasium.vector.SyncVectorEnv for others")
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, **kwargs):
+        try:
+            self.autoreset_mode = AutoresetMode(autoreset_mode)
+        except ValueError:
+            raise ValueError(f"unknown autoreset_mode {autoreset_mode!r}; valid: "
+                             f"{[m.value for m in AutoresetMode]}") from None
         if env_kwargs is None:
             if num_envs is None or int(num_envs) < 1:
                 raise ValueError(f"WindyPendulumVectorEnv needs num_envs >= 1 or env_kwargs, got num_envs={num_envs}")
@@ -161,7 +169,7 @@ class WindyPendulumVectorEnv(VectorEnv):
             raise ValueError(f"num_envs={num_envs} but env_kwargs has {len(env_kwargs)} entries")
         n = len(env_kwargs)
         self.num_envs = n
-        self.metadata = dict(type(self).metadata)
+        self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         self.render_mode = None
         tables, limits, offsets, lengths, chunks = [], [], [], [], []
         seen: list[tuple[np.ndarray, int]] = []
@@ -221,6 +229,7 @@ class WindyPendulumVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, n)
         self._all = np.arange(n, dtype=np.int64)
         self._ones = np.ones(n, dtype=bool)
+        self._autoreset = np.zeros(n, dtype=bool)  # NEXT_STEP: reset at the next step instead of stepping
 
     # ------------------------------------------------------------------ per-sub-env helpers
     def _restart(self, i: int, row: int) -> None:
@@ -281,6 +290,7 @@ class WindyPendulumVectorEnv(VectorEnv):
         rows = np.flatnonzero(mask)
         for i in rows:
             self._reset_one(int(i), seeds[i], tix[i] if isinstance(tix, list) else tix)
+        self._autoreset[mask] = False
         if mask is self._ones:
             self._started = True
         elif not self._started:
@@ -310,14 +320,39 @@ class WindyPendulumVectorEnv(VectorEnv):
         obs = np.empty((n, 9), dtype=np.float32)
         rew = np.empty(n, dtype=np.float64)
         trunc = np.empty(n, dtype=np.bool_)
-        code = _step(acts, self._table, self._ctrl, self._winds, self._offset, self._length, self._index,
+        mode = self.autoreset_mode
+        skip = self._autoreset  # all False outside NEXT_STEP
+        code = _step(acts, skip, self._table, self._ctrl, self._winds, self._offset, self._length, self._index,
                      self._hist, self._th, self._thdot, self._elapsed, self._limit, obs, rew, trunc, 2.0)
         if code != -1:
             raise ValueError(f"sub-env {code}: bin index out of range [0, {self._table.shape[0]}): "
                              f"{actions[code]!r}")
+        infos = {"context": self._hist[:, :, 0].copy(), "_context": self._ones.copy()}
+        if mode is AutoresetMode.NEXT_STEP:
+            if skip.any():  # this step resets them (their actions are ignored): reward 0, no flags
+                rows = np.flatnonzero(skip)
+                self._autoreset_rows(rows, obs, infos)
+                rew[rows] = 0.0
+                trunc[rows] = False
+            self._autoreset = trunc.copy()
+        elif mode is AutoresetMode.SAME_STEP and trunc.any():
+            rows = np.flatnonzero(trunc)
+            final = np.full(n, None, dtype=object)
+            for i in rows:
+                final[i] = obs[i].copy()
+            infos["final_obs"], infos["_final_obs"] = final, trunc.copy()
+            infos["final_info"] = {"context": infos["context"].copy(), "_context": trunc.copy()}
+            infos["_final_info"] = trunc.copy()
+            self._autoreset_rows(rows, obs, infos)
         self._obs = obs
-        return obs.copy(), rew, np.zeros(n, dtype=np.bool_), trunc, {"context": self._hist[:, :, 0].copy(),
-                                                                      "_context": self._ones.copy()}
+        return obs.copy(), rew, np.zeros(n, dtype=np.bool_), trunc, infos
+
+    def _autoreset_rows(self, rows: np.ndarray, obs: np.ndarray, infos: dict) -> None:
+        """Unseeded resets of sub-envs ``rows``; their reset observations and contexts into ``obs`` / ``infos``."""
+        for i in rows:
+            self._reset_one(int(i), None, None)
+        _observe(self._th, self._thdot, self._hist, obs, rows.astype(np.int64))
+        infos["context"][rows] = self._hist[rows, :, 0]
 
     # ------------------------------------------------------------------ checkpoints
     def get_state(self) -> list[dict]:
@@ -328,7 +363,8 @@ class WindyPendulumVectorEnv(VectorEnv):
                  "np_random": self._rng(i).bit_generator.state} for i in range(self.num_envs)]
 
     def set_state(self, states: Sequence[dict]) -> None:
-        """Restore :meth:`get_state` output (or N single envs' ``get_state()`` dicts).
+        """Restore :meth:`get_state` output (or N single envs' ``get_state()`` dicts). A NEXT_STEP autoreset
+        pending at :meth:`get_state` is not part of the state (take states after resetting ended sub-envs).
 
         Raises:
             ValueError: a list of the wrong length.
@@ -342,6 +378,7 @@ class WindyPendulumVectorEnv(VectorEnv):
             self._hist[i] = np.asarray(s["wind"]["hist"], dtype=np.float64)
             self._rng(i).bit_generator.state = s["np_random"]
         self._started = True
+        self._autoreset[:] = False
         _observe(self._th, self._thdot, self._hist, self._obs, self._all)
 
     def current_observation(self) -> np.ndarray:
