@@ -294,11 +294,16 @@ def test_batch_native_population_folders_equal_the_solo_runs(tmp_path, monkeypat
     import lcpo.agents.population as agent_pop
 
     monkeypatch.setattr(agent_pop, "BATCH_NATIVE", frozenset(agent_pop.BATCH_NATIVE | {agent}))
-    where = ({"env": "lcpo/TrapGrid-v0", "trace": None, "trace_length": None, "reset": "end"}
-             if agent.startswith("tabular") else {})  # a tabular agent needs discrete states
-    cfgs = [_cfg(agent, s, overrides={}, probe_every=200, **where) for s in (0, 1, 2)]
+    where = {"overrides": {}}
+    if agent.startswith("tabular"):  # a tabular agent needs discrete states
+        where = {"env": "lcpo/TrapGrid-v0", "trace": None, "trace_length": None, "reset": "end", "overrides": {}}
+    elif agent.startswith("lcpo"):  # a strong, short trace: OOD anchors and constrained updates within the run
+        where = {"trace": "wind-1", "trace_length": 2000, "steps": 1000, "overrides": {"reservoir_size": 1000}}
+    cfgs = [_cfg(agent, s, probe_every=200, **where) for s in (0, 1, 2)]
     pops = execute_population(cfgs, [tmp_path / f"pop{s}" for s in (0, 1, 2)])
     assert all(p["population"]["batch_native"] for p in pops)
+    if agent.startswith("lcpo"):
+        assert all(p["constrained_fraction"] > 0 for p in pops)  # the anchored (constrained) step ran
     for c, p in zip(cfgs, pops):
         solo = execute(c, tmp_path / f"solo{c.seed}")
         assert _untimed(p) == _untimed(solo)
