@@ -144,12 +144,15 @@ def main() -> None:
     p.add_argument("--batch-native", nargs="*", default=[], metavar="AGENT",
                    help="treat these agents as batch-native (their class has .population) even where "
                         "BATCH_NATIVE does not list them yet")
+    p.add_argument("--trace", default=TRACE, help=f"trace (default {TRACE})")
+    p.add_argument("--trace-length", type=int, default=TRACE_LENGTH)
     p.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
                    help="cpu: process CPU time (robust on a shared machine); wall: wall-clock time")
     p.add_argument("--json", default=None)
     args = p.parse_args()
-    global CLOCK
+    global CLOCK, TRACE, TRACE_LENGTH
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
+    TRACE, TRACE_LENGTH = args.trace, args.trace_length
     if args.batch_native:
         import lcpo.agents.population as agent_pop
 
