@@ -129,6 +129,7 @@ def memory(seeds: int, reservoir: int, steps: int, batch: bool, device: str) -> 
 
 
 def main() -> None:
+    global CLOCK, TRACE, TRACE_LENGTH
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--agents", nargs="*", default=["a2c", "lcpo"])
     p.add_argument("--sizes", nargs="+", type=int, default=[1, 4, 16, 64])
@@ -150,7 +151,6 @@ def main() -> None:
                    help="cpu: process CPU time (robust on a shared machine); wall: wall-clock time")
     p.add_argument("--json", default=None)
     args = p.parse_args()
-    global CLOCK, TRACE, TRACE_LENGTH
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     TRACE, TRACE_LENGTH = args.trace, args.trace_length
     if args.batch_native:
