@@ -154,3 +154,13 @@ def test_a_users_vector_env_is_taken_as_the_population():
         assert pop.episodes[k] == solo.episodes and len(solo.episodes) == 20
     with pytest.raises(ValueError, match="vector env of 3 sub-environments: pass 3 seeds"):
         Population("a2c", "population_toys:EdgeVectorEnv", seeds=[0, 1], env_kwargs={"num_envs": 3})
+
+
+def test_benchmark_script_measures_every_path(load_benchmark):
+    """benchmarks/population.py runs (tiny sizes; its figures are measured, never asserted)."""
+    bench = load_benchmark("population")
+    assert bench.solo_rate("a2c", 20, 10, 1) > 0
+    assert bench.population_rate("a2c", 2, 20, 10, 1, True, "cpu") > 0
+    assert bench.population_rate("ddqn", 2, 20, 10, 1, False, "cpu") > 0
+    m = bench.memory(2, 1000, 10, True, "cpu")
+    assert m["reservoir_bytes_mib"] == round(2 * 1000 * 9 * 4 / 2**20, 1) and m["checkpoint_mib"] > 0
