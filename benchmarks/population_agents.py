@@ -171,7 +171,7 @@ def fvp_gflops(n: int, repeats: int = 5) -> float:
 
     As LCPO's update computes them: each seed's own product (:func:`lcpo.optim.fisher.make_fvp` on its member
     module of a ``(64, 64)`` MLP policy, 15 bins) on 200 anchor states, applied to one vector per seed, 16 products
-    per seed (15 CG iterations and ``x^T A x``). FLOPs per product: ``8 B sum(in * out) - 4 B in_0 out_0`` (the
+    per seed (15 CG iterations and ``x^T A x``), seed by seed. FLOPs per product: ``8 B sum(in * out) - 4 B in_0 out_0`` (the
     forward-mode pass and the backward pass, two GEMMs per layer each, none for the input's Jacobian).
     """
     from lcpo.agents.nets import CategoricalPolicy
@@ -192,8 +192,9 @@ def fvp_gflops(n: int, repeats: int = 5) -> float:
     best = math.inf
     for _ in range(repeats):
         t0 = time.perf_counter()
-        for _ in range(16):
-            torch.stack([f(v) for f, v in zip(fvps, V)])
+        for f, v in zip(fvps, V):  # seed-major, as kl_constrained_step_batch runs each seed's CG to its end
+            for _ in range(16):
+                f(v)
         best = min(best, time.perf_counter() - t0)
     return 16 * n * flops / best / 1e9
 

@@ -188,6 +188,13 @@ class BatchOnPolicyAgent(Agent):
         acting = self._acting
         if deterministic:
             a = acting.greedy(obs)
+        elif self.n_seeds == 1:  # one seed: basic indexing (the single agent's hot path)
+            i = int(self._noise_i[0])
+            if i >= self._noise_len[0]:
+                self._refill_noise(0)
+                i = 0
+            a = acting.sample(obs, self._noise[0, i][None])
+            self._noise_i[0] = i + 1
         else:
             out = self._noise_i >= self._noise_len
             if out.any():
@@ -251,20 +258,24 @@ class BatchOnPolicyAgent(Agent):
         actions = np.asarray(actions).reshape(n, self.action_dims)
         self.rollouts.add_batch(obs, actions, rewards, next_obs, terminated, truncated, gammas, masks)
         self.seed_steps += 1
-        out: list[dict | None] = [None] * n
         full = self.rollouts.full
         if full.any():
-            idx = np.flatnonzero(full)
-            with limit_threads(self.threads):  # also when driven through act/observe by a live system
-                diags = self.update(idx)
-            self.rollouts.reset(idx)
-            self._acting.sync()
-            self.seed_updates[idx] += 1
-            for j, k in enumerate(idx):
-                d = diags[j]
-                if d is not None and self.hp.normalize_returns:
-                    d["train/reward_scale"] = self.return_norms[k].scale
-                out[k] = d
+            return self._update_full(np.flatnonzero(full))
+        return [None] * n
+
+    def _update_full(self, idx: np.ndarray) -> list[dict | None]:
+        """Update the seed slots ``idx`` (their rollouts are full); the per-seed diagnostics list of all N."""
+        out: list[dict | None] = [None] * self.n_seeds
+        with limit_threads(self.threads):  # also when driven through act/observe by a live system
+            diags = self.update(idx)
+        self.rollouts.reset(idx)
+        self._acting.sync()
+        self.seed_updates[idx] += 1
+        for j, k in enumerate(idx):
+            d = diags[j]
+            if d is not None and self.hp.normalize_returns:
+                d["train/reward_scale"] = self.return_norms[k].scale
+            out[k] = d
         return out
 
     def _which(self, k: int) -> str:
@@ -277,11 +288,33 @@ class BatchOnPolicyAgent(Agent):
             ValueError: on a non-finite reward or next observation (naming the value).
         """
         self._solo("observe")
-        if not math.isfinite(tr.reward):
+        reward = float(tr.reward)
+        if not math.isfinite(reward):
             raise ValueError(f"non-finite reward {tr.reward} at agent step {self.steps}")
-        return self.observe_batch(np.asarray(tr.obs, np.float32)[None], np.asarray(tr.action)[None], [tr.reward],
-                                  np.asarray(tr.next_obs, np.float32)[None], [tr.terminated], [tr.truncated],
-                                  [tr.info])[0]
+        if not np.isfinite(tr.next_obs).all():
+            raise ValueError(f"non-finite next_obs {np.asarray(tr.next_obs).tolist()} at agent step {self.steps}")
+        info = tr.info
+        gamma, mask = self.hp.gamma, True
+        if info:
+            gamma = info.get("gamma", gamma)
+            mask = not info.get("forced", False)
+        # the same storage as observe_batch, without building the (1, ...) arrays (the single agent's hot path)
+        b, p = self.rollouts, int(self.rollouts.ptr[0])
+        if p >= b.size:
+            raise OverflowError("rollout buffer is full; call reset() after the update")
+        b.obs[0, p] = tr.obs
+        b.actions[0, p] = tr.action
+        b.rewards[0, p] = reward
+        b.next_obs[0, p] = tr.next_obs
+        b.terminated[0, p] = tr.terminated
+        b.truncated[0, p] = tr.truncated
+        b.gammas[0, p] = gamma
+        b.policy_mask[0, p] = mask
+        b.ptr[0] = p + 1
+        self.seed_steps[0] += 1
+        if p + 1 >= b.size:
+            return self._update_full(np.zeros(1, dtype=np.int64))[0]
+        return None
 
     def update(self, idx: np.ndarray) -> list[dict]:  # pragma: no cover - abstract
         """Learn from the full rollout batches of the seed slots ``idx`` (``(n,)`` int64); returns one diagnostics

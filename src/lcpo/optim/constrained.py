@@ -129,7 +129,8 @@ def kl_constrained_step_batch(get_flat: Callable[[], torch.Tensor], set_flat: Ca
     """:func:`kl_constrained_step` for N independent policies (a population's seeds) at once.
 
     Each row follows the single step's rules with its own scalars: the natural-gradient direction by
-    :func:`~lcpo.optim.cg.conjugate_gradient_batch` (a row with unusable curvature is skipped, the others go on),
+    :func:`~lcpo.optim.cg.conjugate_gradient_batch` (a row with unusable curvature is skipped, the others go on;
+    run row by row, each to its own convergence, so that a row's Fisher-vector products stay in cache),
     its own step scale ``sqrt(2 c / x^T A x)`` and expected improvement, and a line search with per-row
     acceptance: the candidates ``old + 0.5^i step`` of the rows still searching are evaluated together, a row
     that accepts keeps its candidate and stops, and the loop ends when the last row has accepted or after
@@ -176,7 +177,15 @@ def kl_constrained_step_batch(get_flat: Callable[[], torch.Tensor], set_flat: Ca
     expected = [0.0] * N
     if live.any():
         rows = torch.nonzero(live).squeeze(1)
-        x_rows, ok = conjugate_gradient_batch(lambda V, r: fvp(V, rows[r]), -grad[rows], iters=cg_iters)
+        # seed-major: each row's solve runs to its end before the next row's (its products reuse the same
+        # activations while they are in cache); row-wise arithmetic makes this equal to solving all rows together
+        xs, oks = [], []
+        for j in range(rows.numel()):
+            one = rows[j:j + 1]
+            xj, okj = conjugate_gradient_batch(lambda V, r, one=one: fvp(V, one[r]), -grad[one], iters=cg_iters)
+            xs.append(xj)
+            oks.append(okj)
+        x_rows, ok = torch.cat(xs), torch.cat(oks)
         shs = (x_rows * fvp(x_rows, rows)).sum(-1).tolist()
         finite_x = torch.isfinite(x_rows).all(dim=1).tolist()
         for j, k in enumerate(rows.tolist()):
