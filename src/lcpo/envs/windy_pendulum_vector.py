@@ -19,7 +19,7 @@ each bin is computed once with the single env's own expression.
 Autoreset modes (``metadata["autoreset_mode"]``), as :class:`~gymnasium.vector.SyncVectorEnv` does them:
 ``NEXT_STEP`` (Gymnasium's default, and this class's and ``gymnasium.make_vec``'s), ``SAME_STEP``
 (``info["final_obs"]``, ``info["final_info"]``) and ``DISABLED`` (what :func:`lcpo.envs.vector.make_vector_env`
-builds): the caller resets ended sub-envs with ``reset(options={"reset_mask": mask})``, which every mode takes
+builds; the caller resets ended sub-envs). Every mode takes ``reset(options={"reset_mask": mask})``
 (``metadata["reset_mask"]`` is True). In DISABLED mode a sub-env stepped on past its time limit behaves as the
 single env does (it keeps going, truncated on every step): the reset condition ``never`` on a time-limited env
 (:meth:`lcpo.envs.vector.VectorStream.continue_where`). Autoresets are unseeded resets (global time continues).
@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import gymnasium as gym
 import numpy as np
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
