@@ -455,7 +455,9 @@ class VectorStream:
         return base.envs if isinstance(base, SyncVectorEnv) else None
 
     def get_state(self) -> list[dict]:
-        """Per sub-env state: ``{"env": the sub-env's get_state(), "obs": (d,) float32, "ended": bool}``.
+        """Per sub-env state: ``{"env": the sub-env's get_state(), "obs": (d,) float32, "ended": bool}``, plus
+        ``"wrappers"`` (:func:`lcpo.envs.wrapper_state.wrappers_state`: e.g. a ``TimeLimit``'s counter) where the
+        sub-envs are reached one by one (a SyncVectorEnv); lcpo's native vector env has no wrappers.
 
         Returns:
             N dicts (NumPy arrays and plain values; :mod:`lcpo.persistence.checkpoint` stores them).
@@ -493,7 +495,13 @@ class VectorStream:
         else:
             raise TypeError(f"vector env {type(base).__name__} has no get_state() and its sub-environments cannot "
                             "be reached; give it get_state() -> list[dict] and set_state(list[dict])")
-        return [{"env": s, "obs": self.obs[i].copy(), "ended": bool(self._ended[i])} for i, s in enumerate(states)]
+        out = [{"env": s, "obs": self.obs[i].copy(), "ended": bool(self._ended[i])} for i, s in enumerate(states)]
+        if envs is not None and not callable(getattr(base, "get_state", None)):
+            from lcpo.envs.wrapper_state import wrappers_state
+
+            for i, env in enumerate(envs):  # e.g. a TimeLimit's step counter (issue 24 item 2), as a single run's
+                out[i]["wrappers"] = wrappers_state(env)
+        return out
 
     def set_state(self, states: Sequence[dict]) -> None:
         """Restore :meth:`get_state` output (call :meth:`reset` once first, as when resuming a run).
@@ -517,6 +525,10 @@ class VectorStream:
                 if not callable(put):
                     raise TypeError(f"sub-environment {i} ({_env_name(env)}) has no set_state()")
                 put(s)
+                if states[i].get("wrappers") is not None:
+                    from lcpo.envs.wrapper_state import load_wrappers_state
+
+                    load_wrappers_state(env, states[i]["wrappers"])
         elif isinstance(base, AsyncVectorEnv):
             base.set_attr("_lcpo_pending_state", env_states)
             base.call("lcpo_apply_pending_state")
