@@ -11,12 +11,13 @@ Modes:
 
 - ``single``: today's single agent, ``agent.act(obs)`` / ``agent.observe(Transition)`` per step (N = 1). Works
   against any lcpo tree, e.g. ``PYTHONPATH=/work/main/src`` for the code before the seed axis;
-- ``population``: ``lcpo.agents.population.make_population(name, env, range(N))`` stepped with
+- ``population`` (``--anchors``: LCPO's reservoirs pre-filled with 2,000 strong-wind states, so that every
+  update takes the constrained step, the worst case): ``lcpo.agents.population.make_population(name, env, range(N))`` stepped with
   ``act_batch`` / ``observe_batch`` (batch-native where ``BATCH_NATIVE`` lists the agent, else the generic
   loop).
 
-The figure is environment steps per second in all (N seed-steps per population step), best of ``--repeats``
-after ``--warmup`` untimed steps (per seed). ``--fvp`` also prints the Fisher-vector products' achieved GFLOP/s
+The figure is environment steps per second in all (N seed-steps per population step), best of ``--repeats``;
+the timed window holds at least three rollouts of the agent (updates included) after a warm-up of at least one. ``--fvp`` also prints the Fisher-vector products' achieved GFLOP/s
 (:func:`fvp_gflops`) at each N.
 
 Usage::
@@ -41,6 +42,9 @@ import numpy as np
 import torch
 
 torch.set_num_threads(1)
+
+#: ``--anchors``: pre-fill LCPO's reservoirs with out-of-distribution states (every update constrained)
+ANCHORS = False
 
 
 class ArrayPendulum:
@@ -132,27 +136,48 @@ def time_single(name: str, steps: int, warmup: int, wind) -> float:
     return steps / (time.perf_counter() - t0)
 
 
-def time_population(name: str, n: int, steps: int, warmup: int, wind) -> float:
-    """Env steps/s in all (``n`` per population step) of ``make_population(name, env, range(n))``."""
+def time_population(name: str, n: int, steps: int, warmup: int, wind) -> tuple[float, float]:
+    """Env steps/s in all (``n`` per population step) of ``make_population(name, env, range(n))``, and the
+    fraction of the timed updates that took the KL-constrained step (NaN for agents that report none).
+
+    The timed window holds at least three of the agent's rollouts (``3 * rollout_steps`` population steps) after
+    a warm-up of at least one, so that every figure includes updates (TRPO's 3,200-step batches too).
+    """
     from lcpo.agents.population import make_population
 
     pop = make_population(name, _template_env(), list(range(n)))
+    if ANCHORS and hasattr(pop, "reservoirs"):
+        # LCPO's worst case: 2,000 past states under a strong wind in every reservoir, so every update finds
+        # anchors and takes the constrained step (conjugate gradient, Fisher-vector products, line search)
+        rng = np.random.default_rng(0)
+        past = np.zeros((2000, 9), np.float32)
+        th = rng.uniform(-np.pi, np.pi, 2000)
+        past[:, 0], past[:, 1], past[:, 2], past[:, 3:] = np.cos(th), np.sin(th), rng.uniform(-8, 8, 2000), 3.0
+        for res in pop.reservoirs:
+            res.add_batch(past)
     env = ArrayPendulum(n, wind)
     obs = env.obs()
+    counts = [0, 0]
 
-    def run(k):
+    def run(k, count=False):
         nonlocal obs
         for _ in range(k):
             a = pop.act_batch(obs)
             nxt, r, term, trunc, infos, reset_obs = env.step(a)
-            pop.observe_batch(obs, a, r, nxt, term, trunc, infos)
+            out = pop.observe_batch(obs, a, r, nxt, term, trunc, infos)
+            if count:
+                for d in out:
+                    if d is not None and "train/constrained" in d:
+                        counts[0] += 1
+                        counts[1] += int(d["train/constrained"] == 1.0)
             obs = reset_obs
 
-    rounds = max(1, steps // n)
-    run(max(1, warmup // n))
+    rollout = int(getattr(pop.hp, "rollout_steps", 1))
+    rounds = max(1, steps // n, 3 * rollout)
+    run(max(1, warmup // n, rollout))
     t0 = time.perf_counter()
-    run(rounds)
-    return rounds * n / (time.perf_counter() - t0)
+    run(rounds, count=True)
+    return rounds * n / (time.perf_counter() - t0), (counts[1] / counts[0] if counts[0] else math.nan)
 
 
 def time_env(n: int, steps: int, wind) -> float:
@@ -208,23 +233,29 @@ def main(argv=None) -> None:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--modes", nargs="+", default=["single", "population"], choices=["single", "population"])
     p.add_argument("--fvp", action="store_true", help="also measure the Fisher-vector product's GFLOP/s")
+    p.add_argument("--anchors", action="store_true",
+                   help="pre-fill LCPO's reservoirs with OOD states so that every update is constrained")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
+    global ANCHORS
+    ANCHORS = args.anchors
     wind = _wind()
     import lcpo
 
     print(f"lcpo from {os.path.dirname(lcpo.__file__)}; torch {torch.__version__}, 1 thread; "
           f"{args.steps} timed steps, best of {args.repeats}")
     results: dict[str, dict[str, float]] = {}
+    constrained: dict[str, dict[str, float]] = {}
     for name in args.agents:
         row = {}
         if "single" in args.modes:
             row["single"] = max(time_single(name, args.steps, args.warmup, wind) for _ in range(args.repeats))
         if "population" in args.modes:
             for n in args.sizes:
-                steps = max(args.steps, 200 * n * 3) if n > 1 else args.steps
-                row[f"N={n}"] = max(time_population(name, n, steps, args.warmup * (n if n > 1 else 1), wind)
-                                    for _ in range(args.repeats))
+                runs = [time_population(name, n, args.steps, args.warmup, wind) for _ in range(args.repeats)]
+                row[f"N={n}"] = max(r[0] for r in runs)
+                if not math.isnan(runs[0][1]):
+                    constrained.setdefault(name, {})[f"N={n}"] = runs[0][1]
         results[name] = row
         print(name, {k: round(v) for k, v in row.items()}, flush=True)
     env_row = {f"N={n}": time_env(n, 20_000, wind) for n in args.sizes}
@@ -234,6 +265,9 @@ def main(argv=None) -> None:
         print(f"| {name} | " + " | ".join(f"{row[c]:,.0f}" if c in row else "" for c in cols) + " |")
     print("| (array pendulum alone) | " + " | ".join(f"{env_row[c]:,.0f}" if c in env_row else "" for c in cols)
           + " |")
+    for name, row in constrained.items():
+        print(f"{name}: fraction of timed updates that were constrained: "
+              + ", ".join(f"{c} {v:.2f}" for c, v in row.items()))
     fv = {}
     if args.fvp:
         for n in args.sizes:
@@ -242,7 +276,8 @@ def main(argv=None) -> None:
             print("\nFisher-vector product GFLOP/s by N: " + ", ".join(f"{n}: {g:.1f}" for n, g in fv.items()))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"steps_per_s": results, "env_steps_per_s": env_row, "fvp_gflops": fv}, f, indent=2)
+            json.dump({"steps_per_s": results, "env_steps_per_s": env_row, "fvp_gflops": fv,
+                       "constrained_fraction": constrained}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -315,6 +315,15 @@ def test_a2c_population_of_one_is_todays_single_agent():
         if isinstance(s_new[k], np.ndarray) and k != "/noise":  # the old agent never acted: no noise block
             assert s_new[k].shape == s_old[k].shape, k
     assert_states_equal(new.state_dict(), same_pop.seed_state_dict(0))
+    # a checkpoint of the pre-seed-axis agent (torch.optim.Adam state, nn.Module weights) loads into a slot and
+    # is written back unchanged
+    twin = A2C.population(env, [9, 4], **A2C_KW)
+    twin.load_seed_state_dict(1, old.state_dict())
+    back = twin.seed_state_dict(1)
+    for key in ("actor", "critic", "rollout", "return_norm", "updates", "steps", "noise_i"):
+        assert_states_equal({key: back[key]}, {key: old.state_dict()[key]})
+    for key in ("actor_opt", "critic_opt"):
+        assert_states_equal(back[key]["state"], old.state_dict()[key]["state"])
 
 
 def test_tabular_a2c_population_equals_solo_runs():
