@@ -108,6 +108,23 @@ class RunConfig:
 
         resolve_hyperparameters(AGENTS[self.agent].Hyperparameters, None, self.overrides)
 
+    def agent_overrides(self, steps: int | None = None) -> dict:
+        """The hyperparameter overrides the agent of this run is built with: :attr:`overrides` plus the
+        run-length-dependent defaults the user did not set (LCPO's reservoir 1% of the run, DDQN/SAC replay
+        of every sample; :func:`lcpo.agents.run_length.run_length_overrides`, ``docs/settings.md``).
+
+        Args:
+            steps: the run length the defaults follow (None: :attr:`steps`). A resumed or extended run passes
+                the length it was started with, so its memories keep their size.
+
+        Example:
+            >>> RunConfig(agent="lcpo", steps=8_000_000).agent_overrides()
+            {'reservoir_size': 80000}
+        """
+        from lcpo.agents.run_length import run_length_overrides
+
+        return run_length_overrides(self.agent, self.overrides, self.steps if steps is None else int(steps))
+
     def to_dict(self) -> dict:
         """Plain-JSON form (``probe_every`` only when set)."""
         d = dataclasses.asdict(self)
@@ -446,13 +463,15 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         return plan.summary
     store = RunCheckpoints(out / "checkpoint")
     env = make_run_env(config)
-    agent = AGENTS[config.agent](env, seed=config.seed, **config.overrides)
     state = None
+    length = config.steps
     if plan.action in ("resume", "extend"):
         ckpt_step, state = store.load()
         stored = state.get("config", {})
         if ckpt_step != plan.step or [c for c in config_changes(stored, config.to_dict()) if c[0] != "steps"]:
             raise CheckpointError(f"checkpoint in {store.folder} does not match its pointer {store.pointer}")
+        length = int(stored.get("steps", config.steps))  # an extended run keeps the memories it started with
+    agent = AGENTS[config.agent](env, seed=config.seed, **config.agent_overrides(length))
     log = RunLog(out, _context_names(env), every=config.diagnostics_every, tensorboard=False)
     on_update = log.on_update
     probe = None
