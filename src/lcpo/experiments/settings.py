@@ -559,6 +559,21 @@ recorded in each run's `config.json` and `summary.json` (`hyperparameters`); the
 configuration) does not change, so a sweep still skips a finished run that ran with the old value: the list at the
 end names those runs.
 
+## What issue 27 changed
+
+- LCPO, LCPO-P: reservoir 1% of the run (was 200,000 for every run: 80,000 now on the 8M-step traces).
+- DDQN, SAC (EWC and OGD too; the prescient DDQN / SAC and the other replay baselines inherit all but the replay
+  size): replay of every sample of the run (was 1,000,000), Adam weight decay 1e-4 (was 0), Q-heads summed over action dimensions (was averaged; the same on
+  one-dimensional Pendulum), gradient-norm clip 1 (was 10); DDQN's loss MSE (was Huber); SAC's actor learning
+  rate 4e-4 (was 3e-4). Memory: a replay of every sample is about 100 bytes per transition on windy Pendulum, so
+  2 GB at 20M steps, and each checkpoint holds it.
+- TRPO (and the prescient TRPO): one critic Adam step on the whole 3,200-step batch (was 16 minibatches of 200).
+- Straggler LCPO (`straggler_overrides("lcpo")`, the sweep files): base entropy 0.01 (was 0.03), anchor batch the
+  whole rollout, 4,608 (was 200), reservoir left to the run (1%).
+
+A finished run is skipped by `lcpo sweep` while its folder holds a `summary.json`: delete the folders listed at the
+end (or sweep into a new folder) to rerun them.
+
 ## Straggler: which source we follow
 
 The straggler rollout of 4,608 steps and the thresholds `D^2 > 20 / 24 / 28` follow the authors'
