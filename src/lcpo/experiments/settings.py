@@ -322,7 +322,7 @@ _PRESCIENT = AgentSettings("Prescient agents (offline on the whole trace, then e
     Row("rollout (A2C / TRPO) and steps per update (DDQN / SAC)", None, "3,200 / 10,000 / 3,200 / 3,200",
         ours="200 / 3,200 / 200 / 200 (the online agents')",
         reason="follows from the smaller offline budget; the online agents' cadence"),
-    Row("learning-rate schedule", None, "halved every 1,000 updates after 5,000", ours="constant",
+    Row("learning-rate schedule", None, "A2C, DDQN, SAC: halved every 1,000 updates after 5,000", ours="constant",
         reason="not a field of ours (agent code)"),
     Row("other settings", None, "as the online agents", ours="as the online agents (tables above)",
         expect="as the online agents (tables above)"),
