@@ -82,3 +82,19 @@ def test_straggler_preset_follows_the_authors():
     assert hp.reservoir_size == 207_360  # the authors': 1% of 4,608 x 4,500
     # a shorter rollout given to the preset shrinks the anchor batch with it
     assert straggler_overrides("lcpo", rollout_steps=500)["ood_batch"] == 500
+
+
+def test_extended_run_keeps_the_reservoir_it_started_with(tmp_path):
+    """400 steps give a reservoir of max(1 x 1, 400 // 100) = 4; extending to 800 and then 1,200 steps keeps 4
+    (the checkpoint's size), where a fresh 800- or 1,200-step run would get 8 or 12."""
+    from lcpo.online.run import execute
+
+    def cfg(steps):
+        return RunConfig(agent="lcpo", steps=steps, checkpoint_every=400, diagnostics_every=200,
+                         overrides={"rollout_steps": 200, "ood_batch": 1, "ood_candidates_factor": 1})
+
+    assert cfg(1200).agent_overrides()["reservoir_size"] == 12
+    for steps in (400, 800, 1200):
+        summary = execute(cfg(steps), tmp_path / "run", resume=True)
+        assert summary["steps"] == steps
+        assert summary["hyperparameters"]["reservoir_size"] == 4

@@ -553,7 +553,8 @@ samples, `reservoir_size = max(ood_batch * ood_candidates_factor, steps // 100)`
 80,000 on 8M, 207,360 on the authors' 20.7M-step straggler runs), and the replay buffer of DDQN, SAC, EWC and OGD
 holds every sample, `buffer_size = steps`. A run resolves them (`lcpo run`, `lcpo sweep`, `RunConfig`:
 `RunConfig(agent="lcpo", steps=8_000_000).agent_overrides()` gives `{"reservoir_size": 80000}`) wherever the
-user did not set the field; an extended run keeps the sizes of the length it started with. An agent built without
+user did not set the field; a resumed or extended run keeps the sizes its checkpoint holds (as its
+`config.json` records them), however often it is extended. An agent built without
 a run length (`LCPO(env)`, `SAC(env)`) keeps the numeric defaults, 200,000 and 1,000,000. The resolved values are
 recorded in each run's `config.json` and `summary.json` (`hyperparameters`); the run id (the hash of the run
 configuration) does not change, so a sweep still skips a finished run that ran with the old value: the list at the

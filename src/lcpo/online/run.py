@@ -114,8 +114,9 @@ class RunConfig:
         of every sample; :func:`lcpo.agents.run_length.run_length_overrides`, ``docs/settings.md``).
 
         Args:
-            steps: the run length the defaults follow (None: :attr:`steps`). A resumed or extended run passes
-                the length it was started with, so its memories keep their size.
+            steps: the run length the defaults follow (None: :attr:`steps`). :func:`execute` passes a resumed
+                or extended run's stored length and then lays the sizes its ``config.json`` records over the
+                result, so its memories keep the size of its checkpoint.
 
         Example:
             >>> RunConfig(agent="lcpo", steps=8_000_000).agent_overrides()
@@ -453,6 +454,20 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
         lock.release()
 
 
+def _recorded_run_length_fields(out: Path, config: RunConfig) -> dict:
+    """The run-length-dependent hyperparameters (:mod:`lcpo.agents.run_length`) that the run in ``out`` was
+    built with, as its ``config.json`` records them, for the fields the user did not set: a resumed or extended
+    run keeps the memory sizes of its checkpoint, however often it was extended. Empty when not recorded."""
+    from lcpo.agents.run_length import RUN_LENGTH_RULES
+
+    try:
+        recorded = json.loads((out / "config.json").read_text()).get("hyperparameters", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    names = set(RUN_LENGTH_RULES.get(config.agent, {})) - set(config.overrides)
+    return {k: recorded[k] for k in names if isinstance(recorded.get(k), int) and not isinstance(recorded[k], bool)}
+
+
 def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, threads: int | None,
                     stop_at: int | None, on_progress, on_message) -> dict:
     summary_path = out / "summary.json"
@@ -471,7 +486,10 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         if ckpt_step != plan.step or [c for c in config_changes(stored, config.to_dict()) if c[0] != "steps"]:
             raise CheckpointError(f"checkpoint in {store.folder} does not match its pointer {store.pointer}")
         length = int(stored.get("steps", config.steps))  # an extended run keeps the memories it started with
-    agent = AGENTS[config.agent](env, seed=config.seed, **config.agent_overrides(length))
+    overrides = config.agent_overrides(length)
+    if state is not None:
+        overrides.update(_recorded_run_length_fields(out, config))
+    agent = AGENTS[config.agent](env, seed=config.seed, **overrides)
     log = RunLog(out, _context_names(env), every=config.diagnostics_every, tensorboard=False)
     on_update = log.on_update
     probe = None
