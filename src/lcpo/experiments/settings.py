@@ -286,7 +286,7 @@ _OFF_COMMON = (
     Row("normalize_returns", None, True),
     Row("learning_starts", None, 200, expect=200,
         reason="ours 1,000: the first minibatch of 512 draws from at least 512 stored transitions; the authors "
-               "train after the first 200-step epoch. Five epochs of a 8M-20M-step run"),
+               "train after the first 200-step epoch; five epochs of an 8M-20M-step run"),
     _ADAM_EPS,
 )
 
