@@ -94,7 +94,7 @@ def _straggler_group(steps: int, seeds: int, fixed=MAHALANOBIS_FIXED) -> dict:
               "warmup_steps": int(WARMUP_FRACTION * steps), "checkpoint_every": max(steps // 10, 1),
               "diagnostics_every": 46080}
     lcpo = {k: v for k, v in straggler_overrides("lcpo").items() if k != "ood_threshold"}
-    lcpo["reservoir_size"] = max(steps // 100, 1000)
+    lcpo["reservoir_size"] = max(steps // 100, lcpo["ood_batch"])  # 1%, never below the anchor batch
     return {"straggler": dict(common, name="straggler", agents=["a2c", "lcpo"], overrides={
         "a2c": straggler_overrides("a2c"),
         "lcpo": dict(lcpo, ood_threshold=[*fixed, "auto"])})}

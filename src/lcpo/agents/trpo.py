@@ -54,7 +54,8 @@ class TRPOHyperparameters(OnPolicyHyperparameters):
         cg_iters: conjugate-gradient iterations.
         max_backtracks: line-search halvings.
         accept_ratio: minimal actual/expected surrogate improvement in the line search.
-        critic_minibatch: states per critic Adam step.
+        critic_minibatch: states per critic Adam step (3,200: one step on the whole batch, as the authors'
+            TRPO).
         critic_epochs: passes of the critic over each batch.
     """
 
@@ -64,7 +65,7 @@ class TRPOHyperparameters(OnPolicyHyperparameters):
     cg_iters: int = 15
     max_backtracks: int = 10
     accept_ratio: float = 0.1
-    critic_minibatch: int = 200
+    critic_minibatch: int = 3200
     critic_epochs: int = 1
 
 

@@ -108,6 +108,24 @@ class RunConfig:
 
         resolve_hyperparameters(AGENTS[self.agent].Hyperparameters, None, self.overrides)
 
+    def agent_overrides(self, steps: int | None = None) -> dict:
+        """The hyperparameter overrides the agent of this run is built with: :attr:`overrides` plus the
+        run-length-dependent defaults the user did not set (LCPO's reservoir 1% of the run, DDQN/SAC replay
+        of every sample; :func:`lcpo.agents.run_length.run_length_overrides`, ``docs/settings.md``).
+
+        Args:
+            steps: the run length the defaults follow (None: :attr:`steps`). :func:`execute` passes a resumed
+                or extended run's stored length and then lays the sizes its ``config.json`` records over the
+                result, so its memories keep the size of its checkpoint.
+
+        Example:
+            >>> RunConfig(agent="lcpo", steps=8_000_000).agent_overrides()
+            {'reservoir_size': 80000}
+        """
+        from lcpo.agents.run_length import run_length_overrides
+
+        return run_length_overrides(self.agent, self.overrides, self.steps if steps is None else int(steps))
+
     def to_dict(self) -> dict:
         """Plain-JSON form (``probe_every`` only when set)."""
         d = dataclasses.asdict(self)
@@ -463,6 +481,20 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
         lock.release()
 
 
+def _recorded_run_length_fields(out: Path, config: RunConfig) -> dict:
+    """The run-length-dependent hyperparameters (:mod:`lcpo.agents.run_length`) that the run in ``out`` was
+    built with, as its ``config.json`` records them, for the fields the user did not set: a resumed or extended
+    run keeps the memory sizes of its checkpoint, however often it was extended. Empty when not recorded."""
+    from lcpo.agents.run_length import RUN_LENGTH_RULES
+
+    try:
+        recorded = json.loads((out / "config.json").read_text()).get("hyperparameters", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    names = set(RUN_LENGTH_RULES.get(config.agent, {})) - set(config.overrides)
+    return {k: recorded[k] for k in names if isinstance(recorded.get(k), int) and not isinstance(recorded[k], bool)}
+
+
 def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, threads: int | None,
                     stop_at: int | None, on_progress, on_message, should_stop=None) -> dict:
     summary_path = out / "summary.json"
@@ -476,13 +508,18 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
     code = code_provenance()  # the code this invocation runs on (one git call; summary.json "code")
     store = RunCheckpoints(out / "checkpoint")
     env = make_run_env(config)
-    agent = AGENTS[config.agent](env, seed=config.seed, **config.overrides)
     state = None
+    length = config.steps
     if plan.action in ("resume", "extend"):
         ckpt_step, state = store.load()
         stored = state.get("config", {})
         if ckpt_step != plan.step or [c for c in config_changes(stored, config.to_dict()) if c[0] != "steps"]:
             raise CheckpointError(f"checkpoint in {store.folder} does not match its pointer {store.pointer}")
+        length = int(stored.get("steps", config.steps))  # an extended run keeps the memories it started with
+    overrides = config.agent_overrides(length)
+    if state is not None:
+        overrides.update(_recorded_run_length_fields(out, config))
+    agent = AGENTS[config.agent](env, seed=config.seed, **overrides)
     log = RunLog(out, _context_names(env), every=config.diagnostics_every, tensorboard=False)
     from lcpo.experiments.snapshots import SnapshotRecorder
 
