@@ -466,14 +466,16 @@ class Population:
         self._init(agent, env, seeds, traces, resets, device, batch, dict(overrides))
 
     @classmethod
-    def _from_configs(cls, configs: Sequence, device: str = "cpu", batch: bool = True) -> "Population":
+    def _from_configs(cls, configs: Sequence, device: str = "cpu", batch: bool = True,
+                      overrides: dict | None = None) -> "Population":
         from lcpo.envs.preflight import run_env_kwargs
 
         self = cls.__new__(cls)
         c0 = configs[0]
         self._init(c0.agent, c0.env, [c.seed for c in configs],
                    [run_env_kwargs(c.env, c.trace, c.trace_length, c.env_kwargs) for c in configs],
-                   [c.reset for c in configs], device, batch, dict(c0.overrides))
+                   [c.reset for c in configs], device, batch,
+                   dict(c0.agent_overrides() if overrides is None else overrides))
         return self
 
     def _init(self, agent, env_id, seeds, env_kwargs, resets, device, batch, overrides) -> None:
@@ -791,7 +793,8 @@ def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int):
 
 def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_at, on_progress, on_message,
                     device) -> list[dict]:
-    from lcpo.online.run import _RUN_OUTPUTS, _context_names, _env_metrics, _trace_info, _versions, resume_plan
+    from lcpo.online.run import (_RUN_OUTPUTS, _context_names, _env_metrics, _recorded_run_length_fields,
+                                 _trace_info, _versions, resume_plan)
     from lcpo.online.threads import limit_threads
     from lcpo.envs.task import return_unit
     from lcpo.persistence.checkpoint import RunCheckpoints, atomic_write_json
@@ -822,7 +825,13 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
                          f"({at}); resume them one by one (`lcpo resume FOLDER`, or --no-batch)")
     cfgs = [configs[i] for i in active]
     outs = [out_dirs[i] for i in active]
-    pop = Population._from_configs(cfgs, device=device)
+    # the agent's overrides as execute builds them: the run-length defaults (LCPO's reservoir 1% of the run,
+    # replay of every sample); a resumed or extended population keeps the sizes its checkpoint was built with
+    length = int(starts[0][1]["config"].get("steps", cfgs[0].steps)) if steps0[0] > 0 else cfgs[0].steps
+    overrides = cfgs[0].agent_overrides(length)
+    if steps0[0] > 0:
+        overrides.update(_recorded_run_length_fields(outs[0], cfgs[0]))
+    pop = Population._from_configs(cfgs, device=device, overrides=overrides)
     n = len(cfgs)
     logs, probes, snaps = [], [], []
     from lcpo.experiments.snapshots import SnapshotRecorder
