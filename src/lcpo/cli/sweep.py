@@ -40,6 +40,10 @@ def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true",
                         help="validate and list the runs (with --only, the selected ones in their start order, "
                              "finished ones included: a sweep skips them), run nothing")
+    parser.add_argument("--population", type=positive_int, default=16, metavar="N",
+                        help="runs that differ only in seed train together as one population of at most N seeds "
+                             "(one process; folders equal the runs alone, docs/population.md)")
+    parser.add_argument("--no-batch", action="store_true", help="every seed in its own task (--population 1)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
     return parser
@@ -101,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         outcomes = run_sweep(specs, out, backend=args.backend, address=args.address, workers=args.workers,
-                             executor=args.executor, name=cfg.name, progress=not args.no_progress, only=args.only)
+                             executor=args.executor, name=cfg.name, progress=not args.no_progress, only=args.only,
+                             population=1 if args.no_batch else args.population)
     except SweepInterrupted as stopped:
         print(_stopped_line(stopped, args, out), file=sys.stderr)
         return 128 + stopped.signum

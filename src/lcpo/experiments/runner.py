@@ -175,6 +175,86 @@ def run_one(config: dict[str, Any], out_dir: str, executor: str = DEFAULT_EXECUT
             raise RunFailed(f"{out.name}: {type(exc).__name__}: {exc}\n{tb}") from None
 
 
+def group_seeds(specs: Sequence[RunSpec], max_size: int) -> list[list[RunSpec]]:
+    """Group runs that differ only in ``seed`` into population tasks (issue 26): at most ``max_size`` runs per
+    group, groups in the order of their first run, runs in their given order within a group.
+
+    Args:
+        specs: the runs to start.
+        max_size: the largest population (memory: 64 LCPO seeds with 200k-state reservoirs take about 1 GiB,
+            docs/benchmarks.md); 1 keeps every run alone.
+
+    Returns:
+        A list of groups (each a non-empty list of specs).
+
+    Raises:
+        ValueError: ``max_size`` below 1.
+    """
+    if max_size < 1:
+        raise ValueError(f"population size limit must be >= 1, got {max_size}")
+    groups: dict[str, list[list[RunSpec]]] = {}
+    order: list[list[RunSpec]] = []
+    for spec in specs:
+        key = json.dumps({k: v for k, v in dict(spec.config).items() if k != "seed"}, sort_keys=True, default=str)
+        chain = groups.setdefault(key, [])
+        if not chain or len(chain[-1]) >= max_size:
+            chain.append([])
+            order.append(chain[-1])
+        chain[-1].append(spec)
+    return order
+
+
+def run_group(configs: Sequence[dict[str, Any]], out_dirs: Sequence[str], executor: str = DEFAULT_EXECUTOR,
+              should_stop: Callable[[], bool] | None = None, stop_event: str | None = None) -> list[dict[str, Any]]:
+    """Run a group of runs that differ only in seed (the task a worker executes for :func:`group_seeds`).
+
+    One run, or an executor other than ``lcpo.online.run``: each run through :func:`run_one`, one after the
+    other. Otherwise the runs train as one population (:func:`lcpo.online.population.execute_population`,
+    which takes every run folder's lock); runs whose checkpoints stand at different steps (resumed before on
+    their own) cannot form one population and run one by one instead.
+
+    Returns:
+        One summary per run, in order (``{"interrupted_at": step}`` / ``{"not_started": True}`` as
+        :func:`run_one`'s).
+
+    Raises:
+        RunFailed: the population (or a run) raised; each run folder's ``error.json`` holds the error.
+    """
+    if stop_event is not None:
+        should_stop = _dask_stop_check(stop_event)
+        if should_stop():
+            return [{"not_started": True} for _ in configs]
+    if len(configs) == 1 or executor != DEFAULT_EXECUTOR:
+        return [run_one(c, o, executor, should_stop=should_stop) for c, o in zip(configs, out_dirs)]
+    _limit_threads()
+    from lcpo.online.population import execute_population
+    from lcpo.online.run import RunConfig
+
+    outs = [Path(o) for o in out_dirs]
+    for out in outs:
+        (out / "error.json").unlink(missing_ok=True)
+    try:
+        run_configs = [RunConfig.from_dict(c) for c in configs]
+        return [dict(s) for s in execute_population(run_configs, outs, resume=True, should_stop=should_stop)]
+    except ValueError as exc:
+        if "checkpoints are at different steps" not in str(exc):
+            _record_group_error(configs, outs, exc)
+        return [run_one(c, o, executor, should_stop=should_stop) for c, o in zip(configs, out_dirs)]
+    except Exception as exc:  # noqa: BLE001 - recorded in each error.json and re-raised as RunFailed
+        _record_group_error(configs, outs, exc)
+
+
+def _record_group_error(configs, outs, exc: BaseException) -> None:
+    tb = traceback.format_exc()
+    for config, out in zip(configs, outs):
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out / "error.json", {
+            "error": f"{type(exc).__name__}: {exc}", "traceback": tb, "config": config,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": os.uname().nodename, "pid": os.getpid(),
+            "population": [o.name for o in outs]})
+    raise RunFailed(f"{outs[0].name} (population of {len(outs)}): {type(exc).__name__}: {exc}\n{tb}") from None
+
+
 def _takes(fn: Callable, name: str) -> bool:
     """Whether ``fn`` accepts keyword argument ``name`` (or any keyword)."""
     import inspect
@@ -389,11 +469,12 @@ def _local_worker(conn, stop_flag, parent_pid: int) -> None:
             task = conn.recv()
             if task is None:
                 break
-            config, out_dir, executor = task
+            configs, out_dirs, executor = task
             try:
-                conn.send(("ok", run_one(config, out_dir, executor, should_stop=should_stop)))
+                conn.send(("ok", run_group(configs, out_dirs, executor, should_stop=should_stop)))
             except Exception as exc:  # noqa: BLE001 - sent to the sweep process, which records it
-                msg = str(exc) if isinstance(exc, RunFailed) else f"{Path(out_dir).name}: {type(exc).__name__}: {exc}"
+                msg = (str(exc) if isinstance(exc, RunFailed)
+                       else f"{Path(out_dirs[0]).name}: {type(exc).__name__}: {exc}")
                 conn.send(("error", msg))
     except (EOFError, OSError):
         pass  # the sweep process is gone
@@ -420,14 +501,14 @@ def _stop_resource_tracker() -> None:
 class _Worker:
     proc: Any
     conn: Any
-    spec: RunSpec | None = None
+    spec: list[RunSpec] | None = None  # the group of runs (a population task) it is running
 
 
-def _run_local(todo: Sequence[RunSpec], runs_dir: Path, executor: str, workers: int,
+def _run_local(todo: Sequence[list[RunSpec]], runs_dir: Path, executor: str, workers: int,
                on_result: Callable[[RunSpec, Any, BaseException | None], None], stop: _Stop,
                write: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr)) -> None:
-    """Run ``todo`` on ``workers`` spawned worker processes (:func:`_local_worker`), one run each at a time,
-    in order; a worker that dies fails its run and is replaced. Stops as :class:`_Stop` says; returns once every
+    """Run ``todo`` (groups of runs, :func:`group_seeds`) on ``workers`` spawned worker processes
+    (:func:`_local_worker`), one group each at a time, in order; a worker that dies fails its runs and is replaced. Stops as :class:`_Stop` says; returns once every
     worker has exited and been reaped."""
     from multiprocessing.connection import wait
 
@@ -467,9 +548,10 @@ def _run_local(todo: Sequence[RunSpec], runs_dir: Path, executor: str, workers: 
         child_conn.close()
         pool.append(_Worker(proc, parent_conn))
 
-    def finish(w: _Worker, summary: Any, exc: BaseException | None) -> None:
-        spec, w.spec = w.spec, None
-        on_result(spec, summary, exc)
+    def finish(w: _Worker, summaries: Any, exc: BaseException | None) -> None:
+        group, w.spec = w.spec, None
+        for i, spec in enumerate(group):
+            on_result(spec, summaries[i] if isinstance(summaries, list) else summaries, exc)
 
     try:
         for _ in range(min(workers, len(pending))):
@@ -478,12 +560,13 @@ def _run_local(todo: Sequence[RunSpec], runs_dir: Path, executor: str, workers: 
             if not stop.requested:
                 for w in pool:
                     if w.spec is None and pending and w.proc.is_alive():
-                        spec = pending.popleft()
+                        group = pending.popleft()
                         try:
-                            w.conn.send((dict(spec.config), str(run_dir(runs_dir, spec.run_id)), executor))
-                            w.spec = spec
+                            w.conn.send(([dict(sp.config) for sp in group],
+                                         [str(run_dir(runs_dir, sp.run_id)) for sp in group], executor))
+                            w.spec = group
                         except OSError:
-                            pending.appendleft(spec)  # the worker died meanwhile: replaced below
+                            pending.appendleft(group)  # the worker died meanwhile: replaced below
             busy = [w for w in pool if w.spec is not None]
             stop.announce(write)
             if not busy and (stop.requested or not pending):
@@ -507,7 +590,7 @@ def _run_local(todo: Sequence[RunSpec], runs_dir: Path, executor: str, workers: 
                         if stop.requested:
                             finish(w, {"interrupted_at": None}, None)
                         else:
-                            finish(w, None, RunFailed(f"{w.spec.run_id}: its worker process died (exit code "
+                            finish(w, None, RunFailed(f"{w.spec[0].run_id}: its worker process died (exit code "
                                                       f"{w.proc.exitcode}); run the sweep again to resume it"))
                     if pending and not stop.requested and len(pool) < workers:
                         start_worker()
@@ -533,7 +616,7 @@ def _run_local(todo: Sequence[RunSpec], runs_dir: Path, executor: str, workers: 
         _stop_resource_tracker()
 
 
-def _run_dask(todo: Sequence[RunSpec], runs_dir: Path, executor: str, workers: int, address: str | None,
+def _run_dask(todo: Sequence[list[RunSpec]], runs_dir: Path, executor: str, workers: int, address: str | None,
               on_result: Callable[[RunSpec, Any, BaseException | None], None], stop: _Stop,
               on_slots: Callable[[int], None] = lambda n: None,
               write: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr)) -> None:
@@ -558,11 +641,12 @@ def _run_dask(todo: Sequence[RunSpec], runs_dir: Path, executor: str, workers: i
         event = Event(event_name, client=client)
         on_slots(sum(client.nthreads().values()) or workers)  # for the "running" count of the progress bar
         futures = {}
-        for rank, spec in enumerate(todo):
+        for rank, group in enumerate(todo):
             # priority: Dask starts higher first, so the sweep's / --only's order holds
-            fut = client.submit(run_one, dict(spec.config), str(run_dir(runs_dir, spec.run_id)), executor,
+            fut = client.submit(run_group, [dict(sp.config) for sp in group],
+                                [str(run_dir(runs_dir, sp.run_id)) for sp in group], executor,
                                 stop_event=event_name, retries=2, pure=False, priority=len(todo) - rank)
-            futures[fut] = spec
+            futures[fut] = group
         remaining = set(futures)
         event_set = False
         while remaining:
@@ -578,18 +662,20 @@ def _run_dask(todo: Sequence[RunSpec], runs_dir: Path, executor: str, workers: i
                 continue
             for fut in done:
                 remaining.discard(fut)
-                spec = futures[fut]
-                summary = None
+                group = futures[fut]
+                summaries = None
                 try:
-                    summary = fut.result()
+                    summaries = fut.result()
                     exc = None
                 except Exception as err:  # noqa: BLE001 - KilledWorker, RunFailed: record, continue
                     exc = err
-                on_result(spec, summary, exc)
+                for i, spec in enumerate(group):
+                    on_result(spec, summaries[i] if summaries is not None else None, exc)
         if stop.forced:
             client.cancel(list(remaining))
             for fut in remaining:
-                on_result(futures[fut], {"interrupted_at": None}, None)
+                for spec in futures[fut]:
+                    on_result(spec, {"interrupted_at": None}, None)
     finally:
         _close_dask(client, cluster)
 
@@ -653,7 +739,7 @@ def _lock(runs_dir: Path):
 def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = "local",
               address: str | None = None, workers: int | None = None, executor: str = DEFAULT_EXECUTOR,
               name: str = "sweep", progress: bool = True, write_store: bool = True,
-              only: Sequence[str] | None = None) -> list[RunOutcome]:
+              only: Sequence[str] | None = None, population: int = 16) -> list[RunOutcome]:
     """Run every unfinished spec (or those ``only`` selects) into ``runs_dir/runs/<run_id>`` and (re)build the
     results store.
 
@@ -671,6 +757,9 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
         only: glob patterns on run ids (:func:`select_runs`): start only the unfinished runs they match, in the
             patterns' order of priority. The manifest (``sweep.json``) and the store still cover every spec, so
             a selective sweep leaves the folder's record of the whole sweep intact.
+        population: the largest population task: runs that differ only in seed train together in one process
+            (:func:`group_seeds`, :func:`lcpo.online.population.execute_population`; their folders equal the runs'
+            alone, docs/population.md); 1 runs every seed alone.
 
     Returns:
         One :class:`RunOutcome` per spec, in spec order.
@@ -690,6 +779,8 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
         raise ValueError(f"address={address!r} needs backend='dask'")
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    if isinstance(population, bool) or not isinstance(population, int) or population < 1:
+        raise ValueError(f"population must be an integer >= 1, got {population!r}")
     ids = [s.run_id for s in specs]
     if len(set(ids)) != len(ids):
         raise ValueError("duplicate run ids in specs")
@@ -749,13 +840,14 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
         stop.install()
         try:
             if todo:
+                tasks = group_seeds(todo, population)
                 if backend == "local":
-                    _run_local(todo, runs_dir, executor, n_workers, on_result, stop, write)
+                    _run_local(tasks, runs_dir, executor, n_workers, on_result, stop, write)
                 else:
                     def on_slots(n: int) -> None:
                         bar.workers = max(1, n)
 
-                    _run_dask(todo, runs_dir, executor, n_workers, address, on_result, stop, on_slots, write)
+                    _run_dask(tasks, runs_dir, executor, n_workers, address, on_result, stop, on_slots, write)
         finally:
             stop.restore()
             bar.close()

@@ -632,7 +632,8 @@ def execute_population(configs: Sequence, out_dirs: Sequence[str | Path], *, res
                        progress: bool = False, threads: int | None = 1, stop_at: int | None = None,
                        on_progress: Callable[[int, float], None] | None = None,
                        on_message: Callable[[str], None] | None = None, batch: bool = True, device: str = "cpu",
-                       population_dir: str | Path | None = None) -> list[dict]:
+                       population_dir: str | Path | None = None,
+                       should_stop: Callable[[], bool] | None = None) -> list[dict]:
     """Run N runs that differ only in seed (and per-seed settings) as one population; one summary per run.
 
     The entry point for grouping seeds (the CLI's ``lcpo run --seed 0-15``, and for a sweep: pass the
@@ -656,6 +657,10 @@ def execute_population(configs: Sequence, out_dirs: Sequence[str | Path], *, res
         batch: False: run the seeds one at a time with ``execute`` (exactly today's runs).
         device: ``"cpu"`` or a torch device for a batch-native agent's networks (``"cuda"``: unmeasured).
         population_dir: folder of the population's checkpoint (default :func:`population_folder`).
+        should_stop: a stop request (a sweep's SIGINT/SIGTERM), asked every
+            :data:`lcpo.online.run.STOP_POLL_STEPS` population steps; once True the population checkpoints where it
+            stands (when ``checkpoint_every`` is set, as :func:`lcpo.online.run.execute`) and every run returns
+            ``{"interrupted_at": step}``.
 
     Returns:
         The summaries, in the order of ``configs`` (``{"interrupted_at": step}`` for runs stopped by
@@ -695,7 +700,7 @@ def execute_population(configs: Sequence, out_dirs: Sequence[str | Path], *, res
                 raise
             locks.append(lock)
         return _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_at, on_progress,
-                               on_message, device)
+                               on_message, device, should_stop)
     except BaseException:
         if len(locks) == len(out_dirs) + 1:  # the population folder goes first, so that emptied parents can go
             _remove_if_spent(pop_dir)
@@ -792,8 +797,8 @@ def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int):
 
 
 def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_at, on_progress, on_message,
-                    device) -> list[dict]:
-    from lcpo.online.run import (_RUN_OUTPUTS, _context_names, _env_metrics, _recorded_run_length_fields,
+                    device, should_stop=None) -> list[dict]:
+    from lcpo.online.run import (STOP_POLL_STEPS, _RUN_OUTPUTS, _context_names, _env_metrics, _recorded_run_length_fields,
                                  _trace_info, _versions, resume_plan)
     from lcpo.online.threads import limit_threads
     from lcpo.envs.task import return_unit
@@ -938,9 +943,15 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
             logs[j].write(pop.episodes[j])  # after the commit: never ahead of the committed checkpoints
 
     chunk = 1000 if (bar is not None or on_progress is not None) else None
+    if should_stop is not None:
+        chunk = min(chunk or STOP_POLL_STEPS, STOP_POLL_STEPS)
     try:
         with limit_threads(threads):
             while pop.steps < target:
+                if should_stop is not None and should_stop():
+                    if every and pop.steps > step0 and pop.steps % every:
+                        checkpoint()  # where it stands: the resume continues from here
+                    break
                 nxt = target if not every else min(target, (pop.steps // every + 1) * every)
                 if chunk:
                     nxt = min(nxt, pop.steps + chunk)

@@ -1,0 +1,68 @@
+"""A sweep groups runs that differ only in seed into population tasks (issue 26 item 5): the folders equal the
+runs trained one at a time, and a stop request checkpoints the population, whose resume gives the same runs."""
+
+import json
+
+import pytest
+
+from lcpo.experiments.config import RunSpec
+from lcpo.experiments.runner import group_seeds, run_group, run_sweep
+
+
+def _spec(seed, agent="a2c", steps=1200, **extra):
+    config = {"env": "lcpo/WindyPendulum-v0", "agent": agent, "seed": seed, "steps": steps, "trace": "wind-3",
+              "trace_length": 5000, "overrides": {"hidden": [16], "rollout_steps": 100},
+              "checkpoint_every": 600, "diagnostics_every": 200, **extra}
+    from lcpo.online.run import RunConfig
+
+    config = RunConfig.from_dict(config).to_dict()
+    return RunSpec(f"{agent}-s{seed}-{steps}", config)
+
+
+def test_group_seeds_groups_only_runs_that_differ_in_seed_and_respects_the_size_limit():
+    specs = [_spec(0), _spec(1), _spec(0, agent="lcpo"), _spec(2), _spec(3), _spec(1, agent="lcpo"),
+             _spec(4, steps=600)]
+    groups = group_seeds(specs, 3)
+    assert [[s.run_id for s in g] for g in groups] == [
+        ["a2c-s0-1200", "a2c-s1-1200", "a2c-s2-1200"], ["lcpo-s0-1200", "lcpo-s1-1200"], ["a2c-s3-1200"],
+        ["a2c-s4-600"]]
+    assert [len(g) for g in group_seeds(specs, 1)] == [1] * len(specs)
+    with pytest.raises(ValueError, match="got 0"):
+        group_seeds(specs, 0)
+
+
+def _outputs(folder):
+    return {n: (folder / n).read_text() for n in ("episodes.csv", "diagnostics.csv")}
+
+
+def test_a_sweep_trains_seeds_as_one_population_with_the_folders_of_the_runs_alone(tmp_path):
+    specs = [_spec(s) for s in range(3)]
+    run_sweep(specs, tmp_path / "batched", workers=1, progress=False, write_store=False)
+    run_sweep(specs, tmp_path / "alone", workers=1, progress=False, write_store=False, population=1)
+    for spec in specs:
+        a = tmp_path / "batched" / "runs" / spec.run_id
+        b = tmp_path / "alone" / "runs" / spec.run_id
+        assert _outputs(a) == _outputs(b)
+        sa, sb = (json.loads((d / "summary.json").read_text()) for d in (a, b))
+        assert sa["lifelong_return"] == sb["lifelong_return"]
+        assert sa["population"]["size"] == 3 and "population" not in sb
+
+
+def test_a_stopped_population_task_checkpoints_and_resumes_to_the_same_runs(tmp_path):
+    specs = [_spec(s) for s in range(2)]
+    outs = [str(tmp_path / "runs" / s.run_id) for s in specs]
+    calls = [0]
+
+    def stop_soon():
+        calls[0] += 1
+        return calls[0] > 4  # polls at steps 0, 250, 500, 600 (a checkpoint), 850: stops between checkpoints
+
+    first = run_group([dict(s.config) for s in specs], outs, should_stop=stop_soon)
+    assert [r.get("interrupted_at") for r in first] == [850, 850]
+    for o in outs:  # the population checkpointed where it stood
+        assert json.loads((tmp_path / "runs" / o.split("/")[-1] / "checkpoint" / "latest.json").read_text())["step"] == 850
+    resumed = run_group([dict(s.config) for s in specs], outs)
+    alone = [run_group([dict(s.config)], [str(tmp_path / "alone" / s.run_id)])[0] for s in specs]
+    assert [r["lifelong_return"] for r in resumed] == [r["lifelong_return"] for r in alone]
+    for s in specs:
+        assert _outputs(tmp_path / "runs" / s.run_id) == _outputs(tmp_path / "alone" / s.run_id)
