@@ -12,6 +12,10 @@ The loop steps the environment with the agent's action, hands every
 
 A reset caused by a condition is a truncation, never a termination. The condition sees the real transition,
 and ``next_obs`` is always the real observation reached, never the reset observation.
+
+Observations are copied as they cross the boundary (``reset`` and ``step``): an environment may return the
+same array every step, mutated in place, and the :class:`Transition` an agent observes still holds the two
+distinct observations ``obs_t`` and ``next_obs_t``, owned by the loop.
 """
 
 from __future__ import annotations
@@ -125,6 +129,13 @@ def _check_obs(obs: np.ndarray, where: str) -> None:
         raise ValueError(f"non-finite observation {np.asarray(obs).tolist()} {where}")
 
 
+def _own(obs):
+    """A copy of an observation array the environment returned (it may reuse one buffer, mutated in place by
+    every ``step``, so a kept reference would change under the agent: ``obs_t`` would become ``next_obs_t``).
+    Scalars pass through."""
+    return obs.copy() if isinstance(obs, np.ndarray) else obs
+
+
 class OnlineLoop:
     """Runs an agent online on an environment and records per-episode metrics.
 
@@ -164,6 +175,7 @@ class OnlineLoop:
 
     def _reset(self, seed=None) -> None:
         obs, info = self.env.reset(seed=seed)
+        obs = _own(obs)
         _check_obs(obs, "returned by reset()")
         self.obs = obs
         self._ep_return, self._ep_length = 0.0, 0
@@ -183,6 +195,7 @@ class OnlineLoop:
         while self.steps < until_step:
             action = agent.act(obs)
             next_obs, reward, terminated, truncated, info = env.step(action)
+            next_obs = _own(next_obs)  # kept as the next step's obs: never a reference to an env buffer
             if check:
                 if not math.isfinite(reward):
                     raise ValueError(f"non-finite reward {reward} at step {self.steps}")
