@@ -31,6 +31,10 @@ from lcpo.contexts.trace import ContextTrace, TraceError
 
 __all__ = ["SUFFIXES", "save_trace", "load_trace", "sidecar_path"]
 
+#: Text files a user wrote (CSV traces, JSON sidecars) are UTF-8; a byte-order mark (as spreadsheet programs
+#: write on export) is skipped, never read as part of the first header or number.
+_ENCODING = "utf-8-sig"
+
 SUFFIXES = (".npy", ".csv")
 
 
@@ -100,7 +104,7 @@ def _read_sidecar(path: Path) -> tuple[str | None, dict[str, Any]]:
     if not side.exists():
         return None, {}
     try:
-        data = json.loads(side.read_text())
+        data = json.loads(side.read_text(encoding=_ENCODING))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TraceError(f"{side}: cannot read the trace metadata sidecar: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("metadata", {}), dict):
@@ -143,8 +147,15 @@ def _is_number(text: str) -> bool:
 
 def _csv_diagnose(path: Path, first_data_line: int) -> TraceError:
     """Scan a CSV that NumPy rejected and describe its first bad line (slow path, errors only)."""
+    try:
+        return _csv_first_bad_line(path, first_data_line)
+    except UnicodeDecodeError as exc:
+        return TraceError(f"{path}: not UTF-8 text ({exc}); save the CSV as UTF-8")
+
+
+def _csv_first_bad_line(path: Path, first_data_line: int) -> TraceError:
     width = None
-    with open(path, newline="") as handle:
+    with open(path, newline="", encoding=_ENCODING) as handle:
         for lineno, row in enumerate(csv.reader(handle), start=1):
             if lineno < first_data_line or not row or all(not f.strip() for f in row):
                 continue
@@ -162,14 +173,16 @@ def _csv_diagnose(path: Path, first_data_line: int) -> TraceError:
 
 def _load_csv(path: Path) -> tuple[np.ndarray, list[str] | None]:
     try:
-        with open(path, newline="") as handle:
+        with open(path, newline="", encoding=_ENCODING) as handle:
             first = ""
             first_lineno = 0
             for first_lineno, line in enumerate(handle, start=1):
                 if line.strip():
                     first = line
                     break
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{path}: not UTF-8 text ({exc}); save the CSV as UTF-8") from None
+    except OSError as exc:
         raise TraceError(f"{path}: cannot read CSV file: {exc}") from exc
     if not first:
         raise TraceError(f"{path}: empty CSV file (no rows)")
@@ -185,7 +198,8 @@ def _load_csv(path: Path) -> tuple[np.ndarray, list[str] | None]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "input contained no data": reported below
-            arr = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2, dtype=np.float64, comments=None)
+            arr = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2, dtype=np.float64, comments=None,
+                             encoding=_ENCODING)
     except ValueError:
         raise _csv_diagnose(path, skip + 1) from None
     if arr.size == 0:
