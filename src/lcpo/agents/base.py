@@ -205,7 +205,8 @@ class Agent:
         **overrides: hyperparameter fields to override.
 
     Raises:
-        ValueError: for unknown hyperparameters; TypeError for unsupported spaces.
+        ValueError: for unknown hyperparameters; TypeError for unsupported spaces;
+            :class:`lcpo.envs.preflight.VectorEnvError` for a Gymnasium vector env (populations take those).
     """
 
     name: ClassVar[str] = "agent"
@@ -216,6 +217,9 @@ class Agent:
     validates_transitions: ClassVar[bool] = False
 
     def __init__(self, env: gym.Env, seed: int = 0, hparams=None, **overrides):
+        from lcpo.envs.preflight import refuse_vector_env
+
+        refuse_vector_env(env, f"the environment given to {type(self).__name__}")
         self.env = env
         self.seed = int(seed)
         self.hp = resolve_hyperparameters(self.Hyperparameters, hparams, overrides)

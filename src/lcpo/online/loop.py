@@ -153,11 +153,15 @@ class OnlineLoop:
 
     Raises:
         ValueError: on a non-finite observation or reward (naming the value and step).
+        lcpo.envs.preflight.VectorEnvError: if ``env`` is a Gymnasium vector env (one stream takes one env).
     """
 
     def __init__(self, env, agent, reset_condition=None, seed: int = 0,
                  on_episode: Callable | None = None, on_update: Callable | None = None,
                  segment_steps: int = SEGMENT_STEPS):
+        from lcpo.envs.preflight import refuse_vector_env
+
+        refuse_vector_env(env, "the environment given to the online loop")
         self.env, self.agent = env, agent
         self.reset_condition = parse_reset(reset_condition)
         self.never = isinstance(self.reset_condition, NeverReset)
