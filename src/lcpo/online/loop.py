@@ -20,10 +20,11 @@ distinct observations ``obs_t`` and ``next_obs_t``, owned by the loop.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
+
+from lcpo.numerics.finite import F32_MAX, reward_error
 
 __all__ = ["Transition", "ResetOnEnd", "ResetAfterSteps", "NeverReset", "parse_reset", "OnlineLoop",
            "EPISODE_COLUMNS", "SEGMENT_STEPS"]
@@ -152,7 +153,8 @@ class OnlineLoop:
             return of a continuing run is the mean return per segment).
 
     Raises:
-        ValueError: on a non-finite observation or reward (naming the value and step).
+        ValueError: on a non-finite observation, or a reward that is non-finite or beyond float32 (naming the
+            value and step).
         lcpo.envs.preflight.VectorEnvError: if ``env`` is a Gymnasium vector env (one stream takes one env).
     """
 
@@ -201,8 +203,8 @@ class OnlineLoop:
             next_obs, reward, terminated, truncated, info = env.step(action)
             next_obs = _own(next_obs)  # kept as the next step's obs: never a reference to an env buffer
             if check:
-                if not math.isfinite(reward):
-                    raise ValueError(f"non-finite reward {reward} at step {self.steps}")
+                if not -F32_MAX <= reward <= F32_MAX:  # NaN, inf, or beyond float32 (lcpo.numerics.finite)
+                    raise reward_error(reward, f"at step {self.steps}")
                 _check_obs(next_obs, f"at step {self.steps}")
             if self.never:
                 truncated = False
