@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,18 @@ def _load_npy(path: Path) -> np.ndarray:
     return arr
 
 
+#: A field that looks like a date or a time of day (``2024-01-31``, ``01/31/2024``, ``12:30``).
+_TIMESTAMP = re.compile(r"\d{1,4}[-/]\d{1,2}[-/]\d{1,4}|\d{1,2}:\d{2}")
+#: First-column names of a timestamped table (a trace holds context values only, one row per step).
+_TIME_COLUMNS = frozenset({"time", "timestamp", "date", "datetime", "time_utc", "utc", "epoch", "unix_time"})
+
+
+def _import_hint(path: Path) -> str:
+    return ("; it looks like a timestamped table: a trace file holds one row of context values per step, "
+            f"without times; convert the table with `lcpo traces import csv {path} --out trace.npy` (which "
+            "resamples it onto steps; docs/traces.md)")
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -166,8 +179,9 @@ def _csv_first_bad_line(path: Path, first_data_line: int) -> TraceError:
                                   "(as on the first data line)")
             for col, field in enumerate(row, start=1):
                 if not _is_number(field.strip()):
+                    hint = _import_hint(path) if _TIMESTAMP.search(field) else ""
                     return TraceError(f"{path}: wrong dtype: line {lineno}, column {col}: {field.strip()!r} "
-                                      "is not a real number")
+                                      f"is not a real number{hint}")
     return TraceError(f"{path}: cannot parse the CSV file")
 
 
@@ -195,6 +209,8 @@ def _load_csv(path: Path) -> tuple[np.ndarray, list[str] | None]:
             raise _csv_diagnose(path, first_lineno)
         columns = fields
         skip = first_lineno
+        if columns[0].lower() in _TIME_COLUMNS:
+            raise TraceError(f"{path}: the first column is named {columns[0]!r}{_import_hint(path)}")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "input contained no data": reported below

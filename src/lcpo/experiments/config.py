@@ -149,6 +149,8 @@ def _is_int(v: Any) -> bool:
 
 
 def _check_int(source: str, key: str, v: Any, minimum: int) -> int:
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+        v = int(v)  # 1e5 and 2.5e6 are whole numbers (TOML has no exponent for integers)
     if not _is_int(v):
         raise _err(source, key, f"expected an integer, got {v!r} ({type(v).__name__})")
     if v < minimum:
