@@ -91,3 +91,12 @@ def test_a_timestamped_csv_as_trace_points_to_traces_import(capsys, tmp_path, co
     err = capsys.readouterr().err
     assert rc == 2 and len(err.splitlines()) == 1
     assert f"lcpo traces import csv {raw} --out trace.npy" in err
+
+
+def test_a_column_named_time_that_does_not_increase_is_a_context(tmp_path):
+    """Only a first column named like a time axis *and* increasing like one is taken for timestamps."""
+    from lcpo.contexts import load_trace
+
+    path = tmp_path / "ok.csv"
+    path.write_text("time,load\n3,1\n1,2\n2,4\n")
+    assert load_trace(path).values[:, 0].tolist() == [3.0, 1.0, 2.0]

@@ -209,8 +209,6 @@ def _load_csv(path: Path) -> tuple[np.ndarray, list[str] | None]:
             raise _csv_diagnose(path, first_lineno)
         columns = fields
         skip = first_lineno
-        if columns[0].lower() in _TIME_COLUMNS:
-            raise TraceError(f"{path}: the first column is named {columns[0]!r}{_import_hint(path)}")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "input contained no data": reported below
@@ -220,6 +218,9 @@ def _load_csv(path: Path) -> tuple[np.ndarray, list[str] | None]:
         raise _csv_diagnose(path, skip + 1) from None
     if arr.size == 0:
         raise TraceError(f"{path}: wrong shape: no data rows" + (" after the header" if columns else ""))
+    if (columns is not None and columns[0].lower() in _TIME_COLUMNS and arr.shape[0] > 1
+            and np.all(np.diff(arr[:, 0]) > 0)):  # named like a time axis, and increasing like one
+        raise TraceError(f"{path}: the first column, {columns[0]!r}, increases row by row{_import_hint(path)}")
     if columns is not None and len(columns) != arr.shape[1]:
         raise TraceError(f"{path}: ragged rows: the header names {len(columns)} columns, "
                          f"the data rows have {arr.shape[1]}")
