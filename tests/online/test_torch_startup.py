@@ -24,8 +24,7 @@ for name, kw in (("a2c", {{"rollout_steps": 100}}), ("sac", {{"learning_starts":
     state = agent.state_dict()
     agent.load_state_dict(state)
 digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in agent.actor.parameters())).hexdigest()
-real = type(sys.modules.get("torch._dynamo")).__name__
-print(json.dumps({{"digest": digest, "dynamo": real}}))
+print(json.dumps({{"digest": digest, "dynamo": "torch._dynamo" in sys.modules}}))
 """
 
 
@@ -37,13 +36,13 @@ def _train(plain: bool) -> dict:
 
 
 def test_training_imports_no_compiler():
-    assert _train(plain=False)["dynamo"] == "_DeferredDynamo"  # the real torch._dynamo was never imported
+    assert _train(plain=False)["dynamo"] is False  # torch._dynamo was never imported
 
 
 @pytest.mark.slow
 def test_training_learns_the_same_as_with_pytorch_as_it_comes():
     deferred, plain = _train(plain=False), _train(plain=True)
-    assert plain["dynamo"] == "module"  # PyTorch as it comes imports the compiler
+    assert plain["dynamo"] is True  # PyTorch as it comes imports the compiler
     assert deferred["digest"] == plain["digest"]  # bit-identical weights after updates, a checkpoint and a load
 
 
@@ -60,5 +59,6 @@ def test_torch_compile_still_works_after_the_deferral():
         m(torch.ones(1, 2)).sum().backward()
         opt.step()
 
+    before = m.weight.detach().clone()
     torch.compile(step, backend="eager")()
-    assert type(sys.modules["torch._dynamo"]).__name__ == "module"
+    assert "torch._dynamo" in sys.modules and not torch.equal(before, m.weight)

@@ -372,7 +372,8 @@ class OnPolicyAgent(Agent):
         """Store a transition; update when the rollout batch is full.
 
         Raises:
-            ValueError: on a non-finite reward or next observation (naming the value).
+            ValueError: on a reward that is non-finite or beyond float32, or a non-finite next observation
+                (naming the value and the step).
         """
         if not -F32_MAX <= tr.reward <= F32_MAX:  # NaN, inf, or beyond float32 (lcpo.numerics.finite)
             raise reward_error(tr.reward, f"at agent step {self.steps}")

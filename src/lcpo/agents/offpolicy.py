@@ -147,7 +147,8 @@ class OffPolicyAgent(Agent):
             the diagnostics of the last update (namespaced keys) when updates ran, else None.
 
         Raises:
-            ValueError: on a non-finite reward or observation, or a discount outside [0, 1] (naming the value).
+            ValueError: on a reward that is non-finite or beyond float32, a non-finite observation, or a discount
+                outside [0, 1] (naming the value and the step).
         """
         if not -F32_MAX <= tr.reward <= F32_MAX:  # NaN, inf, or beyond float32 (lcpo.numerics.finite)
             raise reward_error(tr.reward, f"at agent step {self.steps}")

@@ -12,19 +12,18 @@ loaded one), for every ``lcpo run``, ``resume`` and sweep worker; this project n
 * each of those wrapped functions gets the "disabled" version the wrapper would build on its first call: a
   shim that calls the function directly, as ``torch._dynamo.disable`` does outside compilation, and only while
   ``torch.compiler.is_compiling()`` builds and uses the real disabled function;
-* ``torch._dynamo`` is registered as a deferred module whose ``graph_break()`` does nothing (as the real one
-  does outside compilation) and whose every other attribute (``torch.compile`` reaches for several) imports
-  the real module, which then replaces it everywhere.
+* each ``torch.optim`` optimizer's ``step`` (PyTorch's ``_use_grad`` wrapper: grad mode set to the
+  optimizer's ``differentiable`` flag around the update, between two ``graph_break()`` calls) runs the same
+  update in the same grad mode without the graph breaks, and runs PyTorch's wrapper itself under compilation.
 
-Eager results are unchanged (the same functions run on the same arguments); under ``torch.compile`` the
-behaviour is PyTorch's own, after the import it would have done anyway.
+Eager results are unchanged (the same update functions run on the same arguments in the same grad mode; tested
+bit for bit); under ``torch.compile`` the behaviour is PyTorch's own.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-import types
 
 __all__ = ["defer_dynamo_import"]
 
@@ -50,13 +49,12 @@ def defer_dynamo_import() -> int:
     inner_code = getattr(probe, "__code__", None)
     if inner_code is None or "fn" not in inner_code.co_freevars:
         return 0
-    _install_deferred_dynamo(torch)
+    count = _patch_steps(torch)
     candidates = [vars(torch.optim.Optimizer).get(n) for n in
                   ("add_param_group", "zero_grad", "state_dict", "load_state_dict")]
     for module in list(sys.modules.values()):
         if getattr(module, "__name__", "").startswith("torch.optim."):
             candidates += [v for v in vars(module).values() if callable(v) and hasattr(v, "__wrapped__")]
-    count = 0
     for c in candidates:
         for inner in _inner_wrappers(c, inner_code):
             cells = dict(zip(inner_code.co_freevars, inner.__closure__))
@@ -68,41 +66,42 @@ def defer_dynamo_import() -> int:
     return count
 
 
-class _DeferredDynamo(types.ModuleType):
-    """Stands in for ``torch._dynamo`` until something other than ``graph_break`` is asked of it."""
+def _eager_step(step):
+    """``Optimizer.step`` without ``torch._dynamo.graph_break()`` (a no-op outside compilation) in eager mode:
+    PyTorch's ``_use_grad_for_differentiable`` wrapper, whose ``import torch._dynamo`` is the cost, minus that
+    import; under compilation the original wrapper runs."""
+    import functools
 
-    def __init__(self) -> None:
-        super().__init__("torch._dynamo", "torch._dynamo, imported on first use (lcpo.online.torch_startup)")
-
-    @staticmethod
-    def graph_break(msg: str = "") -> None:
-        """``torch._dynamo.graph_break``: a no-op outside compilation (the real one once it is imported)."""
-        real = sys.modules.get("torch._dynamo")
-        if real is not None and not isinstance(real, _DeferredDynamo):
-            real.graph_break(msg)
-
-    def __getattr__(self, name: str):
-        return getattr(_real_dynamo(), name)
-
-
-def _install_deferred_dynamo(torch) -> None:
-    deferred = _DeferredDynamo()
-    sys.modules["torch._dynamo"] = deferred
-    torch._dynamo = deferred
-
-
-def _real_dynamo():
-    """Import the real ``torch._dynamo`` (once), replacing the deferred stand-in in ``sys.modules`` and on
-    ``torch``."""
-    current = sys.modules.get("torch._dynamo")
-    if current is not None and not isinstance(current, _DeferredDynamo):
-        return current
     import torch
 
-    sys.modules.pop("torch._dynamo", None)
-    if isinstance(vars(torch).get("_dynamo"), _DeferredDynamo):
-        delattr(torch, "_dynamo")
-    return importlib.import_module("torch._dynamo")
+    impl, is_compiling = step.__wrapped__, torch.compiler.is_compiling
+
+    @functools.wraps(impl)
+    def eager_or_original(self, *args, **kwargs):
+        if is_compiling():
+            return step(self, *args, **kwargs)
+        prev = torch.is_grad_enabled()
+        try:
+            torch.set_grad_enabled(self.defaults["differentiable"])
+            return impl(self, *args, **kwargs)
+        finally:
+            torch.set_grad_enabled(prev)
+
+    eager_or_original.__lcpo_original__ = step
+    return eager_or_original
+
+
+def _patch_steps(torch) -> int:
+    """Give every ``torch.optim`` optimizer class whose ``step`` is PyTorch's ``_use_grad`` wrapper the eager
+    version (before any instance exists: ``Optimizer.__init__`` then adds its profiling hook around it)."""
+    count = 0
+    for cls in vars(torch.optim).values():
+        step = vars(cls).get("step") if isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer) else None
+        code = getattr(step, "__code__", None)
+        if code is not None and code.co_name == "_use_grad" and hasattr(step, "__wrapped__"):
+            cls.step = _eager_step(step)
+            count += 1
+    return count
 
 
 def _inner_wrappers(c, inner_code) -> list:
@@ -127,7 +126,7 @@ def _shim(fn, recursive: bool):
 
     def eager_or_disabled(*args, **kwargs):
         if is_compiling():
-            real = _real_dynamo().disable(fn, recursive, wrapping=False)
+            real = importlib.import_module("torch._dynamo").disable(fn, recursive, wrapping=False)
             fn.__dynamo_disable = real
             return real(*args, **kwargs)
         return fn(*args, **kwargs)
