@@ -1,4 +1,4 @@
-"""The command line's own usability (issue 24 item 10): defaults in --help, usage errors in one line with a
+"""The command line's own usability (issue 24 item 9): defaults in --help, usage errors in one line with a
 pointer to --help, whole numbers in float notation (--steps 1e5), and a raw timestamped CSV given as a trace
 pointed to `lcpo traces import csv`."""
 

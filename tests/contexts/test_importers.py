@@ -172,7 +172,7 @@ def test_cli_import_prints_the_report_and_writes_a_usable_trace(ndbc_file, tmp_p
 
 
 def test_imports_skip_a_byte_order_mark(tmp_path, ndbc_file):
-    """Issue 24 item 8: a UTF-8 BOM before an NDBC header or a timestamped CSV's header is skipped."""
+    """Issue 24 item 7: a UTF-8 BOM before an NDBC header or a timestamped CSV's header is skipped."""
     bom = tmp_path / "bom_ndbc.txt"
     bom.write_text("\ufeff" + ndbc_file.read_text(), encoding="utf-8")
     trace, report = import_ndbc(bom, step_seconds=1800)

@@ -164,7 +164,7 @@ BOM = "\ufeff"
 
 
 def test_csv_with_a_byte_order_mark_and_a_header(tmp_path):
-    """Issue 24 item 8: a spreadsheet's UTF-8 BOM is not part of the first column name."""
+    """Issue 24 item 7: a spreadsheet's UTF-8 BOM is not part of the first column name."""
     path = tmp_path / "bom.csv"
     path.write_text(BOM + "wind_x,wind_y\n1.5,2\n-3,4\n", encoding="utf-8")
     trace = load_trace(path)

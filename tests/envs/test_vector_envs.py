@@ -1,5 +1,5 @@
 """A Gymnasium vector env given where one environment is needed is refused up front, in one line (issue 24
-item 9): by ``make_env`` (``lcpo run --env``, sweeps), by every agent's constructor and by the online loop."""
+item 8): by ``make_env`` (``lcpo run --env``, sweeps), by every agent's constructor and by the online loop."""
 
 from __future__ import annotations
 

@@ -142,7 +142,7 @@ def test_presets_parse(name):
 
 
 def test_toml_with_a_byte_order_mark_is_read(tmp_path):
-    """Issue 24 item 8: some editors write a UTF-8 BOM; it is skipped, not "Invalid statement"."""
+    """Issue 24 item 7: some editors write a UTF-8 BOM; it is skipped, not "Invalid statement"."""
     path = tmp_path / "bom.toml"
     path.write_text('\ufeffname = "t"\nsteps = 1000\nseeds = 2\nenvs = ["lcpo/WindyPendulum-v0"]\n'
                     'traces = ["wind-1"]\nagents = ["lcpo", "a2c"]\n', encoding="utf-8")

@@ -1,4 +1,4 @@
-"""Non-finite and overflowing values caught where they arise, naming the step and the value (issue 24 item 7):
+"""Non-finite and overflowing values caught where they arise, naming the step and the value (issue 24 item 6):
 rewards at the loop boundary and in every agent's observe, returns and advantages (GAE, V-trace), TD targets and
 critic losses, and the return normaliser's float64 statistics."""
 

@@ -120,7 +120,7 @@ def test_validating_agent_rejects_bad_input_inside_the_loop(what, match):
 
 class InPlaceEnv(gym.Env):
     """A user env that returns one observation array, mutated in place by every reset and step (issue 24
-    item 5): ``obs[0]`` is the step within the episode, so every transition has ``next_obs[0] = obs[0] + 1``."""
+    item 4): ``obs[0]`` is the step within the episode, so every transition has ``next_obs[0] = obs[0] + 1``."""
 
     metadata = {"continuing": False}
 

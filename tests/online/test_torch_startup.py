@@ -1,4 +1,4 @@
-"""Training imports no compiler (lcpo.online.torch_startup, issue 24 item 10): PyTorch's optimizers would import
+"""Training imports no compiler (lcpo.online.torch_startup, issue 24 item 9): PyTorch's optimizers would import
 torch._dynamo on first use, as long again as `import torch`; eager results are unchanged, torch.compile works."""
 
 from __future__ import annotations

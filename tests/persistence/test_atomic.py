@@ -1,4 +1,4 @@
-"""Directory fsync (issue 24 item 6): only "not supported here" errors are ignored; the rest are raised."""
+"""Directory fsync (issue 24 item 5): only "not supported here" errors are ignored; the rest are raised."""
 
 import errno
 import os

@@ -1,4 +1,4 @@
-"""Non-finite and overflowing numbers, caught where they arise and named (issue 24 item 7).
+"""Non-finite and overflowing numbers, caught where they arise and named (issue 24 item 6).
 
 The networks train in float32 (largest finite value about ``3.4e38``); rewards, returns and advantages are
 computed in float64 and cast to float32 for the update. A reward that is finite in float64 but beyond float32

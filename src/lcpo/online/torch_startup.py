@@ -1,4 +1,4 @@
-"""Start-up cost of PyTorch's optimizers: no ``torch._dynamo`` import for eager-mode training (issue 24 item 10).
+"""Start-up cost of PyTorch's optimizers: no ``torch._dynamo`` import for eager-mode training (issue 24 item 9).
 
 PyTorch imports ``torch._dynamo``, its compiler, the first time an optimizer is used in eager mode: creating
 one (``Optimizer.add_param_group``), ``zero_grad``, ``state_dict`` and ``load_state_dict`` and the functional
