@@ -94,7 +94,7 @@ def _straggler_group(steps: int, seeds: int, fixed=MAHALANOBIS_FIXED) -> dict:
               "warmup_steps": int(WARMUP_FRACTION * steps), "checkpoint_every": max(steps // 10, 1),
               "diagnostics_every": 46080}
     lcpo = {k: v for k, v in straggler_overrides("lcpo").items() if k != "ood_threshold"}
-    lcpo["reservoir_size"] = max(steps // 100, 1000)
+    lcpo["reservoir_size"] = max(steps // 100, lcpo["ood_batch"])  # 1%, never below the anchor batch
     return {"straggler": dict(common, name="straggler", agents=["a2c", "lcpo"], overrides={
         "a2c": straggler_overrides("a2c"),
         "lcpo": dict(lcpo, ood_threshold=[*fixed, "auto"])})}
@@ -176,7 +176,7 @@ def results_table(folders, confidence: float = 0.95) -> pd.DataFrame:
     runs["name"] = [scheme_name(r) for r in runs.to_dict("records")]
     recs = []
     for (env, trace, name), g in runs.groupby(["env", "trace", "name"], sort=True):
-        ci = mean_ci(g["lifelong_return"].to_numpy(dtype=float), confidence=confidence, seed=0)
+        ci = mean_ci(g["lifelong_return"].to_numpy(dtype=float), confidence=confidence, seed=0, single_seed="nan")
         thr = g["diag/ood/threshold"].mean() if "diag/ood/threshold" in g else float("nan")
         recs.append({"env": env, "trace": trace, "scheme": name, "n": ci.n, "mean": ci.mean, "low": ci.low,
                      "high": ci.high, "constrained": g["constrained_fraction"].mean(),

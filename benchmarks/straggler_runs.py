@@ -81,7 +81,9 @@ def run_agent(workload: str, agent_name: str, steps: int, seed: int, numpy_act: 
               reservoir_fraction: float = 0.01) -> dict:
     """Online training of ``agent_name`` for ``steps`` steps (continuing task); returns metrics and steps/s."""
     env = make_env(ENV_ID, workload=workload, workload_seed=seed)
-    extra = {"reservoir_size": max(1000, int(steps * reservoir_fraction))} if agent_name == "lcpo" else {}
+    # 1% of the run, never below the 5 x ood_batch candidates of one anchor draw (lcpo.agents.run_length)
+    extra = {"reservoir_size": max(5 * straggler_overrides("lcpo")["ood_batch"], int(steps * reservoir_fraction))} \
+        if agent_name == "lcpo" else {}
     agent = AGENTS[agent_name](env, seed=seed, **straggler_overrides(agent_name, **extra))
     if numpy_act:
         agent.fast_actor = NumpyPermInvariantPolicy(agent.actor)

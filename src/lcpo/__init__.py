@@ -35,7 +35,7 @@ MOVED = {
     "lcpo.loop": "lcpo.online.loop",
     "lcpo.threads": "lcpo.online.threads",
     "lcpo.nets": "lcpo.agents.nets",
-    "lcpo.forgetting": "lcpo.experiments.forgetting",
+    "lcpo.forgetting": "lcpo.experiments.drift",  # it held the drift measure (issue 27 renamed it)
     "lcpo.catalog": "lcpo.cli.catalog",
     "lcpo.gridworld_experiment": "lcpo.experiments.gridworld",
 }

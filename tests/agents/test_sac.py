@@ -53,13 +53,14 @@ def test_log_probs_and_entropy_finite_with_an_exactly_zero_probability():
 
 def test_soft_value_is_exact_expectation():
     env = ContextBandit(dims=2, bins=3)
-    agent = SAC(env, seed=0)
     p = torch.tensor([[[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]]])
     q = torch.tensor([[[1.0, 3.0, 100.0], [0.0, 10.0, -2.0]]])
     logp = finite_log_probs(torch.log(p))
     h = -(0.5 * math.log(0.5) * 2) - sum(x * math.log(x) for x in (0.2, 0.3, 0.5))
-    expected = 0.5 * (2.0 + (3.0 - 1.0)) + 0.7 * h  # mean over dims of E_pi_d[Q_d] + alpha * joint entropy
-    torch.testing.assert_close(agent.soft_value(logp, q, 0.7), torch.tensor([expected]))
+    # E_pi_1[Q_1] = 2 and E_pi_2[Q_2] = 0.3 * 10 - 0.5 * 2 = 2, reduced over dims, + alpha * joint entropy
+    for reduction, expected in (("sum", 2.0 + 2.0 + 0.7 * h), ("mean", 0.5 * (2.0 + 2.0) + 0.7 * h)):
+        agent = SAC(env, seed=0, head_reduction=reduction)
+        torch.testing.assert_close(agent.soft_value(logp, q, 0.7), torch.tensor([expected]))
 
 
 def test_temperature_rises_below_target_and_falls_above():

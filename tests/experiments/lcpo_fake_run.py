@@ -2,9 +2,11 @@
 
 Each "episode" is ``episode_length`` steps (200, or N for ``reset = "every:N"``); its return is a seeded
 function of (seed, agent, episode index, overrides), so results are known exactly and identical whether a run
-was interrupted or not. ``env_kwargs["delay"]`` seconds are slept per episode so tests can interrupt runs.
+was interrupted or not. ``env_kwargs["delay"]`` seconds are slept per episode so tests can interrupt runs (and ``env_kwargs["stop_delay"]``
+seconds before the checkpoint of a stopped run).
 Every call of ``execute`` appends its starting step to ``calls.log`` in the run folder and writes its process id
-to ``pid``.
+to ``pid``. A ``should_stop`` callable (the sweep's stop request) is asked after every episode: once it says
+True the run checkpoints, appends the step to ``stops.log`` and returns ``{"interrupted_at": step}``.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def episode_return(config: RunConfig, episode: int) -> float:
     return _BASE[config.agent] + bonus + 10.0 * float(rng.standard_normal())
 
 
-def execute(config: RunConfig, out_dir, resume: bool = True, progress: bool = False) -> dict:
+def execute(config: RunConfig, out_dir, resume: bool = True, progress: bool = False, should_stop=None) -> dict:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if (out / "summary.json").is_file():
@@ -87,6 +89,8 @@ def execute(config: RunConfig, out_dir, resume: bool = True, progress: bool = Fa
     with (out / "calls.log").open("a") as fh:
         fh.write(f"{state['step']}\n")
     (out / "pid").write_text(str(os.getpid()))
+    if config.env_kwargs.get("import_torch"):
+        import torch  # noqa: F401 - a process that imported torch takes seconds to exit on a busy machine
     if config.agent == "fail":
         raise RuntimeError("fake failure for testing")
     _atomic_json(out / "config.json", config.to_dict())
@@ -108,6 +112,13 @@ def execute(config: RunConfig, out_dir, resume: bool = True, progress: bool = Fa
             ckpt.parent.mkdir(exist_ok=True)
             _atomic_json(ckpt, state)
             last_ckpt = step
+        if should_stop is not None and step < config.steps and should_stop():
+            time.sleep(float(config.env_kwargs.get("stop_delay", 0.0)))  # a slow final checkpoint
+            ckpt.parent.mkdir(exist_ok=True)
+            _atomic_json(ckpt, state)
+            with (out / "stops.log").open("a") as fh:
+                fh.write(f"{step}\n")
+            return {"interrupted_at": step}
     eps = state["episodes"]
     lines = ["episode,step,return,length,context_mean_x,context_mean_y"]
     lines += [f"{e['episode']},{e['step']},{e['return']!r},{e['length']},{e['context_mean_x']!r},{e['context_mean_y']!r}"

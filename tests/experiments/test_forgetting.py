@@ -1,91 +1,234 @@
-"""Policy snapshots during a run and the per-regime drift table (lcpo.experiments.forgetting)."""
+"""Forgetting as lost return on reference contexts (lcpo.experiments.forgetting, issue 27 item 2)."""
 
-import gymnasium as gym
+import json
+import math
+
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-import lcpo.envs  # noqa: F401
 from lcpo.agents import A2C
-from lcpo.envs.context import get_context_spec
-from lcpo.experiments.forgetting import PolicyProbe, forgetting_table, load_snapshots
+from lcpo.experiments.forgetting import (active_regimes, backward_transfer, evaluate_snapshots, forgetting_matrix,
+                                         reference_contexts, run_trace, seed_interval)
+from lcpo.experiments.snapshots import SnapshotRecorder, load_run_snapshots
 from lcpo.online.run import RunConfig, execute
 
 
-def _agent_with_two_regimes(n_calm: int, n_windy: int):
+# -- the metrics on hand matrices --------------------------------------------------------------------------
+def test_forgetting_matrix_is_the_drop_from_the_best_earlier_return():
+    R = np.array([[-10.0, -5.0, 0.0],
+                  [-4.0, -6.0, 1.0],
+                  [-8.0, -1.0, 1.0],
+                  [-2.0, -3.0, -2.0]])
+    F = forgetting_matrix(R)
+    expected = np.array([[0.0, 0.0, 0.0],
+                         [0.0, 1.0, 0.0],    # regime 1: best so far -5
+                         [4.0, 0.0, 0.0],    # regime 0: best -4, now -8
+                         [2.0, 2.0, 3.0]])   # bests -2 (new), -1, 1
+    expected[3, 0] = 0.0                     # -2 is regime 0's new best
+    np.testing.assert_array_equal(F, expected)
+    np.testing.assert_allclose(F.mean(1), [0.0, 1 / 3, 4 / 3, 5 / 3])
+    with pytest.raises(ValueError, match="without NaN"):
+        forgetting_matrix(np.array([[1.0, np.nan]]))
+
+
+def test_backward_transfer_compares_the_end_with_each_regimes_last_active_snapshot():
+    R = np.array([[-9.0, -9.0, -9.0],
+                  [-2.0, -8.0, -9.0],   # regime 0 active (learned): -2
+                  [-3.0, -1.0, -9.0],   # regime 1 active: -1
+                  [-1.0, -4.0, -9.0],   # regime 0 active again: -1 (its last visit)
+                  [-5.0, -2.0, -7.0]])  # final; regime 2 active only in the last interval: left out
+    active = np.array([0, 0, 1, 0, 2])
+    # regime 0: R[4,0] - R[3,0] = -5 - -1 = -4; regime 1: R[4,1] - R[2,1] = -2 - -1 = -1
+    assert backward_transfer(R, active) == pytest.approx(-2.5)
+    assert math.isnan(backward_transfer(R[:1], active[:1]))
+    with pytest.raises(ValueError, match="must agree"):
+        backward_transfer(R, active[:2])
+
+
+def test_active_regime_is_the_majority_of_the_rows_consumed_with_wrap():
+    labels = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2, 2])  # T = 10
+    # (0, 4]: rows 0-3 -> 0; (4, 10]: rows 4-9 -> 2; (10, 14]: rows 0-3 again -> 0; (14, 37]: 2 laps + rows 4-6
+    np.testing.assert_array_equal(active_regimes(np.array([4, 10, 14, 37]), labels), [0, 2, 0, 2])
+
+
+def test_seed_interval_is_students_t():
+    from scipy import stats
+
+    x = np.array([-170.0, -175.0, -172.5, -168.0])
+    ci = seed_interval(x, 0.9)
+    half = stats.t.ppf(0.95, 3) * x.std(ddof=1) / 2
+    assert (ci.mean, ci.low, ci.high, ci.n) == pytest.approx((x.mean(), x.mean() - half, x.mean() + half, 4))
+    assert math.isnan(seed_interval([1.0]).low) and seed_interval([]).n == 0
+
+
+# -- reference contexts ------------------------------------------------------------------------------------
+def test_reference_contexts_are_the_traces_regimes_and_the_same_for_every_agent_and_seed():
+    cfgs = [RunConfig(agent=a, seed=s, trace="wind-3", trace_length=8000, steps=100) for a, s in
+            (("a2c", 0), ("lcpo", 3), ("trpo", 7))]
+    refs = [reference_contexts(run_trace(c), regimes=6) for c in cfgs]
+    for r in refs[1:]:
+        np.testing.assert_array_equal(r.centres, refs[0].centres)
+        np.testing.assert_array_equal(r.labels, refs[0].labels)
+    # trace 3 is six constant levels plus noise: k-means finds them, ordered by norm
+    levels = np.array(run_trace(cfgs[0]).metadata["params"]["levels"])
+    levels = levels[np.argsort(np.linalg.norm(levels, axis=1))]
+    np.testing.assert_allclose(refs[0].centres, levels, atol=0.1)
+    assert np.all(np.diff(np.linalg.norm(refs[0].centres, axis=1)) >= 0)
+
+
+def test_window_mode_replays_the_window_holding_most_of_the_regime():
+    trace = np.concatenate([np.full((50, 1), -1.0), np.full((30, 1), 2.0), np.full((20, 1), -1.0),
+                            np.full((100, 1), 2.0)])
+    refs = reference_contexts(trace, regimes=2, mode="window", episode_steps=40)
+    np.testing.assert_allclose(refs.centres, [[-1.0], [2.0]])
+    assert refs.window_starts.tolist() == [0, 100]  # earliest all--1 window; earliest all-2 window of 40 rows
+    np.testing.assert_array_equal(refs.context(1), np.full((40, 1), 2.0))
+    with pytest.raises(ValueError, match="mode"):
+        reference_contexts(trace, mode="held")
+    with pytest.raises(ValueError, match="exceed"):
+        reference_contexts(trace, mode="window", episode_steps=500)
+
+
+# -- planted forgetting ------------------------------------------------------------------------------------
+def _plant(agent, best: int) -> None:
+    """Make the actor choose action ``best`` with probability ~1 on every state (weights 0, bias one-hot 30)."""
+    with torch.no_grad():
+        for m in agent.actor.modules():
+            if isinstance(m, torch.nn.Linear):
+                m.weight.zero_()
+                m.bias.zero_()
+        last = [m for m in agent.actor.modules() if isinstance(m, torch.nn.Linear)][-1]
+        last.bias[best] = 30.0
+
+
+def _planted_run(tmp_path, name, sequence):
+    trace = np.concatenate([np.full((40, 1), -1.0), np.full((40, 1), 1.0)])  # regime A (c = -1), regime B
+    np.save(tmp_path / "match.npy", trace)
+    cfg = RunConfig(env="forgetting_match_env:MatchEnv", trace=str(tmp_path / "match.npy"), agent="a2c",
+                    steps=80, overrides={"hidden": [8]})
+    run = tmp_path / name
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"run": cfg.to_dict()}))
+    agent = A2C(__import__("forgetting_match_env").MatchEnv(trace), seed=0, hidden=(8,))
+    rec = SnapshotRecorder(run, agent, steps=80)
+    for i, best in enumerate(sequence):
+        _plant(agent, best)
+        rec.take(20 * (i + 1))
+    rec.write()
+    return cfg, run
+
+
+def test_planted_forgetting_shows_on_the_regime_the_policy_lost_and_never_without_a_change(tmp_path):
+    # good on A (action 0) for two snapshots, then replaced by a policy good on B only (action 2)
+    cfg, run = _planted_run(tmp_path, "forgets", [0, 0, 2, 2])
+    _, still = _planted_run(tmp_path, "still", [0, 0, 0, 0])
+    refs = reference_contexts(run_trace(cfg), regimes=2, episode_steps=10)
+    np.testing.assert_allclose(refs.centres, [[-1.0], [1.0]])
+    res = evaluate_snapshots(run, refs, episodes=3, episode_steps=10)
+    np.testing.assert_array_equal(res["R"], [[10, 0], [10, 0], [0, 10], [0, 10]])
+    F = forgetting_matrix(res["R"])
+    np.testing.assert_array_equal(F[:, 0], [0, 0, 10, 10])  # F_A > 0 after the replacement
+    np.testing.assert_array_equal(F[:, 1], 0)               # B only improved
+    assert res["rule"] == "sample" and res["module"] == "actor"
+    F_still = forgetting_matrix(evaluate_snapshots(still, refs, episodes=3, episode_steps=10)["R"])
+    np.testing.assert_array_equal(F_still, 0)
+
+
+def test_the_snapshotted_network_is_the_one_that_acts_with_the_agents_rule():
+    import gymnasium as gym
+
+    from lcpo.agents import AGENTS
+    from lcpo.experiments.snapshots import acting_module
+
     env = gym.make("lcpo/WindyPendulum-v0", trace="zero")
-    agent = A2C(env, seed=0, rollout_steps=n_calm + n_windy, hidden=(8,))
-    idx = list(get_context_spec(env).indices)
-    rng = np.random.default_rng(0)
-    for i in range(n_calm + n_windy):
-        o = rng.normal(size=env.observation_space.shape).astype(np.float32)
-        o[idx] = 0.0 if i < n_calm else 3.0  # two context regimes
-        agent.rollout.add(o, np.zeros(agent.action_dims, np.int64), 0.0, o, False, False, 0.99)
-    return env, agent, idx
+    def found(name, **kw):
+        f = acting_module(AGENTS[name](env, seed=0, **kw))
+        return None if f is None else (f[0], f[2])
+
+    assert found("a2c") == ("actor", "sample") and found("sac") == ("actor", "sample")
+    assert found("ddqn") == ("q", "greedy")
+    assert found("prescient-trpo") == ("base.actor", "sample")
+    assert found("prescient-trpo", eval_deterministic=True) == ("base.actor", "greedy")
+    assert found("mbcd") is None  # actions from a changing collection of SAC learners: nothing to snapshot
+    a2c = AGENTS["a2c"](env, seed=0)
+    assert acting_module(a2c)[1] is a2c.actor
 
 
-def test_snapshot_cadence_resume_and_drift_equal_the_analytic_kl(tmp_path):
-    env, agent, idx = _agent_with_two_regimes(40, 24)
-    probe = PolicyProbe(tmp_path, every=100, per_snapshot=16, seed=3)
-    probe.on_update(50, agent)          # before the first multiple: nothing
-    probe.on_update(100, agent)         # k = 1
-    probe.on_update(150, agent)         # still k = 1: nothing new
-    # shift the logits of action bin 0 by +1 on every state: the same known KL everywhere
-    last = [m for m in agent.actor.modules() if isinstance(m, torch.nn.Linear)][-1]
-    with torch.no_grad():
-        delta = torch.zeros_like(last.bias)
-        delta[0] = 1.0
-        last.bias += delta
-    probe.on_update(230, agent)         # k = 2
-    snaps = load_snapshots(tmp_path)
-    assert [s["step"] for s in snaps] == [100, 230]
-    assert all(s["obs"].shape == (16, agent.obs_dim) for s in snaps)
-    table = forgetting_table(tmp_path, A2C(env, seed=1, hidden=(8,)).actor, idx, regimes=2, lag=1)
-    assert sorted(table["regime"]) == [0, 1] and (table["step"] == 230).all()
-    assert table["n_states"].sum() == 32
-    # KL(p_old || p_new) for logits z and z + e_0: sum_a p_a (log p_a - log p'_a) = log(1 + p_0 (e - 1)) - p_0,
-    # only in the first action dimension: mean over D dimensions
-    # (the bias shift does not depend on the state, but the body's output does: compare with the exact per-state KL)
-    with torch.no_grad():
-        x = torch.from_numpy(np.concatenate([s["obs"] for s in snaps]))
-        agent_logits_new = agent.actor.log_probs(x).double()
-        last.bias -= delta
-        agent_logits_old = agent.actor.log_probs(x).double()
-    p = agent_logits_old.exp()
-    exact = (p * (agent_logits_old - agent_logits_new)).sum(-1).mean(-1)
-    assert table["kl"].min() > 0
-    state_mean = float((table["kl"] * table["n_states"]).sum() / table["n_states"].sum())
-    assert state_mean == pytest.approx(float(exact.mean()), rel=1e-4)
-    p0 = p[:, 0, 0]
-    closed = (torch.log1p(p0 * (np.e - 1)) - p0) / agent.action_dims
-    np.testing.assert_allclose(exact.numpy(), closed.numpy(), rtol=1e-4)  # float32 logits
-    # W1 over the ordered bins: sum_k |CDF_old(k) - CDF_new(k)|; here only the first bin of the first dimension
-    # gains mass, so every CDF entry of that dimension below the last moves by the same amount as p_0
-    p_new0 = agent_logits_new.exp()[:, 0, :]
-    w1_exact = ((p[:, 0, :].cumsum(-1) - p_new0.cumsum(-1)).abs().sum(-1) / agent.action_dims).numpy()
-    state_w1 = float((table["w1"] * table["n_states"]).sum() / table["n_states"].sum())
-    assert state_w1 == pytest.approx(float(w1_exact.mean()), rel=1e-4)
-    # closed form: with D = 1 + p0 (e - 1), CDF'(k) - CDF(k) = (e - 1) p0 (1 - CDF(k)) / D for every bin k
-    p0d = p[:, 0, 0]
-    cdf = p[:, 0, :].cumsum(-1)
-    closed_w1 = ((np.e - 1) * p0d * (1 - cdf).sum(-1) / (1 + p0d * (np.e - 1)) / agent.action_dims).numpy()
-    np.testing.assert_allclose(w1_exact, closed_w1, rtol=1e-4)  # float32 logits
-    # regime 0 is the calm one (smaller context norm); the active regime at step 230 holds most of its draws
-    assert table.loc[table["active"], "regime"].tolist() in ([0], [1])
-    # resume: a probe restarted from a checkpoint at step 230 does not record k = 2 again
-    again = PolicyProbe(tmp_path, every=100, seed=3)
-    again.resume_from(230)
-    again.on_update(260, agent)
-    assert len(load_snapshots(tmp_path)) == 2
+# -- snapshots kept by every run, and a short end-to-end ---------------------------------------------------
+def _tiny(**kw):
+    return RunConfig(env="lcpo/WindyPendulum-v0", trace="wind-3", trace_length=1600, agent="a2c", steps=1600,
+                     checkpoint_every=400, overrides={"hidden": [16], "rollout_steps": 100}, **kw)
 
 
-def test_run_records_snapshots_only_when_asked_and_keeps_old_run_ids(tmp_path):
-    cfg = RunConfig(trace="wind-3", trace_length=2000, agent="a2c", steps=1000, probe_every=400,
-                    checkpoint_every=0)
-    execute(cfg, tmp_path / "p")
-    assert [s["step"] for s in load_snapshots(tmp_path / "p")] == [400, 800]
-    assert "probe_every" not in RunConfig(agent="a2c").to_dict()  # run ids of unprobed runs are unchanged
-    with pytest.raises(ValueError, match="probe_every"):
-        RunConfig(agent="a2c", probe_every=-1)
-    with pytest.raises(ValueError, match="lag"):
-        forgetting_table(tmp_path / "p", None, [3], lag=0)
+def test_every_run_keeps_compact_snapshots_and_a_resumed_run_the_same_ones(tmp_path):
+    execute(_tiny(), tmp_path / "once")
+    snaps = load_run_snapshots(tmp_path / "once")
+    assert snaps.every == 50 and snaps.module == "actor" and snaps.rule == "sample"
+    np.testing.assert_array_equal(snaps.steps, np.arange(100, 1601, 100))  # updates every 100 steps, last at the end
+    assert all(v.dtype == np.float16 and v.shape[0] == 16 for v in snaps.params.values())
+    assert execute(_tiny(), tmp_path / "cut", stop_at=800) == {"interrupted_at": 800}
+    assert load_run_snapshots(tmp_path / "cut").steps[-1] == 800
+    execute(_tiny(), tmp_path / "cut")
+    again = load_run_snapshots(tmp_path / "cut")
+    np.testing.assert_array_equal(again.steps, snaps.steps)
+    for k, v in snaps.params.items():
+        np.testing.assert_array_equal(again.params[k], v)
+
+
+def test_snapshot_files_are_not_git_ignored_in_the_committed_results():
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    path = "docs/results/paper-budget/runs/WindyPendulum-v0_wind-1_lcpo_s0-x/snapshots.npz"
+    try:
+        rc = subprocess.run(["git", "-C", str(root), "check-ignore", "-q", path], capture_output=True).returncode
+    except FileNotFoundError:
+        pytest.skip("git not installed")
+    if rc == 128:
+        pytest.skip("not a git checkout")
+    assert rc == 1, f"{path} is git-ignored"
+
+
+def test_end_to_end_on_windy_pendulum_is_deterministic(tmp_path, monkeypatch):
+    execute(_tiny(), tmp_path / "runs" / "a2c-s0")
+    execute(_tiny(seed=1), tmp_path / "runs" / "a2c-s1")
+    refs = reference_contexts(run_trace(_tiny()), regimes=2)
+    a = evaluate_snapshots(tmp_path / "runs" / "a2c-s0", refs, episodes=1, episode_steps=50, snapshots=[0, 15])
+    b = evaluate_snapshots(tmp_path / "runs" / "a2c-s0", refs, episodes=1, episode_steps=50, snapshots=[0, 15])
+    assert a["R"].shape == (2, 2) and np.isfinite(a["R"]).all()
+    assert np.array_equal(a["R_episodes"], b["R_episodes"])  # bit for bit
+    from lcpo.cli.main import main
+
+    assert main(["forgetting", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--regimes", "2",
+                 "--episodes", "1", "--episode-steps", "20"]) == 0
+    md = (tmp_path / "out" / "forgetting.md").read_text()
+    assert "| WindyPendulum-v0 wind-3 | a2c[hidden=[16],rollout_steps=100] | 2 |" in md
+    m = pd.read_csv(tmp_path / "out" / "forgetting_matrix.csv")
+    assert len(m) == 2 * 16 * 2 and (m["F"] >= 0).all() and (m[m["snapshot"] == 0]["F"] == 0).all()
+    assert (tmp_path / "out" / "forgetting_WindyPendulum-v0_wind-3.png").stat().st_size > 0
+    s = pd.read_csv(tmp_path / "out" / "forgetting_summary.csv").iloc[0]
+    assert s["n"] == 2 and s["final_F_low"] <= s["final_F"] <= s["final_F_high"]
+    # a second call reuses the cached evaluations and writes the same numbers
+    assert sorted(p.name for p in (tmp_path / "out" / "cache").iterdir()) == ["a2c-s0.npz", "a2c-s1.npz"]
+    before = (tmp_path / "out" / "forgetting_matrix.csv").read_bytes()
+    assert main(["forgetting", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--regimes", "2",
+                 "--episodes", "1", "--episode-steps", "20"]) == 0
+    assert (tmp_path / "out" / "forgetting_matrix.csv").read_bytes() == before
+    # lcpo report appends the section (its one call, here with the short settings)
+    import functools
+
+    import lcpo.experiments.forgetting as forgetting
+    from lcpo.experiments.report import report
+
+    monkeypatch.setattr(forgetting, "append_forgetting_section", functools.partial(
+        forgetting.append_forgetting_section, regimes=2, episodes=1, episode_steps=20))
+    assert "## Forgetting" not in report(tmp_path / "runs", tmp_path / "rep0").read_text()  # opt-in
+    md = report(tmp_path / "runs", tmp_path / "rep", forgetting=True).read_text()
+    assert "## Forgetting: lost return on reference contexts" in md and "| a2c[hidden=[16],rollout_steps=100] | 2 |" in md
+    from lcpo.cli.report import build_parser
+
+    assert build_parser().parse_args(["x", "--forgetting"]).forgetting is True
+    assert build_parser().parse_args(["x"]).forgetting is False

@@ -1,5 +1,5 @@
 """Issue 16's results script (benchmarks/paper_budget.py): the compact files it commits and the verdicts its
-report states.
+report states (issue 27: t intervals, Welch + Holm, the paper's quotes, provenance, the straggler score both ways).
 
 The runs take core-hours; these tests build tiny fake run folders and check, without learning, that the binned
 episode file keeps every episode and weights each window's mean correctly, that the tables rank agents by their
@@ -75,7 +75,108 @@ def test_main_table_ranks_by_mean_and_against_the_papers_order(pb):
     assert [rows[a][4] for a in ("LCPO", "A2C", "PPO")] == ["-190", "-201", "—"]
     assert [rows[a][6] for a in ("LCPO", "A2C", "PPO")] == ["1", "2", "—"]
     lo, hi = map(float, re.findall(r"-?\d+\.\d", rows["A2C"][2])[1:3])
-    assert -220.0 <= lo <= -190.0 <= hi <= -150.0  # a bootstrap interval of the mean lies within the seeds' range
+    half = 4.302653 * np.std([-150.0, -200.0, -220.0], ddof=1) / np.sqrt(3)  # t_{0.975, 2} s / sqrt(n)
+    assert (lo, hi) == pytest.approx((-190.0 - half, -190.0 + half), abs=0.06)  # the Student-t interval
+    assert rows["A2C"][7] == "not significant" or rows["A2C"][7].endswith("not significant")
+    assert rows["PPO"][7] == "not tested (1 seed)" and rows["LCPO"][7] == "—"
+
+
+def test_the_papers_numbers_are_quoted_exactly(pb):
+    """Issue 27 item 4: paper Table 6 gives trace 3 DDQN -612 and SAC -402; prescient TRPO -197 / -320; the
+    paper's best prescient agent is SAC, -187 / -203."""
+    assert pb.PAPER["wind-1"] == {"lcpo": -190, "a2c": -201, "trpo": -222, "ddqn": -219, "sac": -207,
+                                  "prescient-trpo": -197}
+    assert pb.PAPER["wind-3"] == {"lcpo": -240, "a2c": -307, "trpo": -511, "ddqn": -612, "sac": -402,
+                                  "prescient-trpo": -320}
+    assert pb.PAPER_BEST_PRESCIENT == {"wind-1": ("prescient SAC", -187), "wind-3": ("prescient SAC", -203)}
+    runs = _runs([("wind-3", "sac", 0, -264.4), ("wind-3", "lcpo", 0, -255.0), ("wind-3", "lcpo", 1, -265.0)])
+    text = "\n".join(pb.main_table(runs))
+    assert _table_rows(text.splitlines())["SAC"][4] == "-402"
+    assert "best prescient agent on this trace is prescient SAC (-203); its prescient TRPO scores -320" in text
+
+
+_AUDIT = [("wind-1", "lcpo", [-170.7, -174.7, -172.1]), ("wind-1", "trpo", [-171.3, -170.7, -182.4]),
+          ("wind-1", "a2c", [-198.0, -183.1, -178.8]), ("wind-1", "ppo", [-212.7, -201.2, -211.6]),
+          ("wind-3", "lcpo", [-255.6, -267.1, -267.0]), ("wind-3", "trpo", [-240.5, -314.5, -214.0]),
+          ("wind-3", "a2c", [-268.7, -420.2, -272.8]), ("wind-3", "ppo", [-307.8, -275.1, -270.9]),
+          ("wind-1", "sac", [-181.3])]
+
+
+def test_comparisons_reproduce_the_audit_of_issue_27(pb):
+    runs = _runs([(t, a, i, v) for t, a, vals in _AUDIT for i, v in enumerate(vals)])
+    comp = pb.comparisons(runs).set_index(["trace", "baseline"])
+    p = [comp.loc[(t, b), "p"] for t in ("wind-1", "wind-3") for b in ("trpo", "a2c", "ppo")]
+    assert np.round(p, 2).tolist() == pytest.approx([0.61, 0.13, 0.01, 0.84, 0.37, 0.20], abs=0.006)
+    assert comp.index[comp["significant"]].tolist() == [("wind-1", "ppo")]
+    assert np.isnan(comp.loc[("wind-1", "sac"), "p"])  # one seed: outside the family
+    lines = pb.main_table(runs)
+    rows = _table_rows(lines[:lines.index("### Trace `wind-3` (20,000,000 steps, 6M-step warm-up excluded)")])
+    assert rows["LCPO"][2] == "-172.5 [-177.5, -167.5]" and rows["TRPO"][2] == "-174.8 [-191.2, -158.4]"
+    assert rows["A2C"][2] == "-186.6 [-211.7, -161.6]"
+    assert rows["PPO"][7].endswith("**LCPO higher**") and rows["TRPO"][7].endswith("not significant")
+    assert "Significant after the correction: LCPO > PPO on wind-1." in "\n".join(lines)
+
+
+def test_provenance_refuses_mixed_cells_unless_told(pb):
+    from lcpo.persistence.provenance import MixedCodeError
+
+    runs = pd.DataFrame([{"trace": "wind-1", "agent": "lcpo", "seed": s, "commit": c, "commit_source": "notes"}
+                         for s, c in enumerate(("45a036a", "ea600fc", "ea600fc"))]
+                        + [{"trace": "wind-1", "agent": "ddqn", "seed": 0, "commit": "unknown",
+                            "commit_source": "none"}])
+    with pytest.raises(MixedCodeError, match="cell wind-1/lcpo .*45a036a, ea600fc"):
+        pb.provenance_section({"pendulum": runs}, allow_mixed_code=False)
+    text = "\n".join(pb.provenance_section({"pendulum": runs}, allow_mixed_code=True))
+    assert "passes `allow_mixed_code` explicitly**: wind-1/lcpo: 45a036a, ea600fc" in text
+    assert "do not name the code of wind-1/ddqn seed 0: unknown" in text
+    assert pb.RECORDED_COMMITS[("wind-1", "lcpo", 0)] == "45a036a"  # the notes' record of the committed runs
+
+
+def _binned(path: Path, returns: list[float]) -> None:
+    """An ``episodes_binned.csv.gz`` with one 4,000-step window (20 episodes of 200 steps) per return."""
+    pd.DataFrame({"step": 4000 * np.arange(1, len(returns) + 1), "episodes": 20,
+                  "return": returns}).to_csv(path, index=False, compression="gzip")
+
+
+def test_straggler_score_both_ways(pb, tmp_path, monkeypatch):
+    monkeypatch.setattr(pb, "STRAGGLER_LEARNING_STEPS", 8000)  # 2 of the 4 windows are the learning period
+    folder = tmp_path / "straggler"
+    (folder / "fixed_binned").mkdir(parents=True)
+    _binned(folder / "fixed_binned" / "azure-llm__never_hedge.csv.gz", [-100.0] * 4)  # 800 ms per step
+    learners = {("med", "lcpo", 24.0): [[-90.0, -90.0, -50.0, -50.0], [-90.0, -90.0, -52.0, -52.0]],
+                ("a2c", "a2c", None): [[-60.0, -60.0, -60.0, -60.0], [-70.0, -70.0, -62.0, -62.0]]}
+    for (name, agent, thr), per_seed in learners.items():
+        for seed, ret in enumerate(per_seed):
+            _straggler_run(folder, f"{name}{seed}", agent, thr, seed, 700.0)
+            _binned(folder / "runs" / f"{name}{seed}" / "episodes_binned.csv.gz", ret)
+    text = "\n".join(pb.straggler_scores_section(folder))
+    rows = _table_rows(text.splitlines())
+    assert rows["never hedge"][2] == "800.0" and rows["never hedge"][4] == "800.0"
+    med = rows["LCPO-Med (D^2 > 24)"]
+    # after the learning period: 8 x 50 = 400 and 8 x 52 = 416 ms; whole run: 8 x 70 = 560, 8 x 71 = 568 ms
+    assert med[2].startswith("408.0 [") and med[3] == "-49.0 %" and med[4].startswith("564.0 [")
+    # A2C: after, 8 x 60 = 480 and 8 x 62 = 496; whole run, 480 and 8 x 66 = 528
+    assert rows["A2C"][2].startswith("488.0 [") and rows["A2C"][4].startswith("504.0 [")
+    assert "LCPO-Med against A2C, after 3.5M steps" not in text  # the period is named from the constant
+    assert "LCPO-Med against A2C, after 0.0M steps: difference -80.0 ms" in text
+
+
+def test_fixed_binned_reproduces_the_fixed_policy_whole_run_mean(pb, tmp_path):
+    folder = tmp_path / "straggler"
+    folder.mkdir()
+    written = pb.fixed_binned(folder, 8000, {"azure-llm": ["never hedge"]})
+    assert [p.name for p in written] == ["azure-llm__never_hedge.csv.gz"]
+    b = pd.read_csv(written[0])
+    assert b["step"].tolist() == [4000, 8000] and (b["episodes"] == 20).all()
+    env = pb._straggler_env("azure-llm", 8000).unwrapped  # the pass fixed_policies makes
+    env.reset(seed=0)
+    for _ in range(8000):
+        env.step(8)  # never hedge
+    never = env.run_metrics()
+    # never hedging forces no step, so -8 x the mean window return is the mean per-step p95
+    assert never["forced_fraction"] == 0.0
+    assert -8.0 * b["return"].mean() == pytest.approx(never["mean_step_p95_ms"], rel=1e-6)
+    assert pb.fixed_binned(folder, 8000, {"azure-llm": ["never hedge"]}) == []  # kept, not recomputed
 
 
 def test_diagnostics_table_averages_after_the_warmup_and_skips_frozen_agents(pb, tmp_path):

@@ -1,4 +1,4 @@
-"""The report: tables with bootstrap intervals, best-scheme marking, normalized CDF, ablations, figures; and
+"""The report: tables with Student-t intervals, Welch/Holm comparisons, provenance, best-scheme marking, normalized CDF, ablations, figures; and
 the acceptance smoke test (``lcpo sweep configs/smoke.toml`` then ``lcpo report``) with the real executor."""
 
 import importlib.util
@@ -180,14 +180,14 @@ def test_bold_mark_needs_min_seeds_and_report_states_n(tmp_path):
     }
     runs = make_runs(cells)
     ranks = rank_table(lifelong_table(runs, seed=0)).set_index(["trace", "scheme"])
-    assert bool(ranks.loc[("wind-1", "lcpo"), "best_separated"])  # intervals [min, max] do not overlap ...
+    assert bool(ranks.loc[("wind-1", "lcpo"), "best_separated"])  # the t intervals do not overlap ...
     assert not bool(ranks.loc[("wind-1", "lcpo"), "best_marked"])  # ... but 2 seeds are too few for the mark
     assert bool(ranks.loc[("wind-2", "lcpo"), "best_marked"])
     md = write_report(runs, pd.DataFrame(columns=["run_id", "episode", "step", "return"]), tmp_path).read_text()
     lines = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| wind-")}
     assert "**" not in lines["wind-1"] and "(n=2)" in lines["wind-1"]
     assert "**-100.0 [" in lines["wind-2"] and "(n=3)" in lines["wind-2"]
-    assert "Cells average 2 to 3 seeds" in md and "under-cover with few seeds" in md
+    assert "Cells average 2 to 3 seeds" in md and "coverage is exact for normal scores" in md
     rk = pd.read_csv(tmp_path / "ranks.csv")
     assert set(rk.loc[rk["best_marked"], "trace"]) == {"wind-2"}  # a row-level flag, like best_separated
 
@@ -240,3 +240,99 @@ def test_timeseries_places_episodes_at_their_middle_step():
         assert fig.axes[0].get_xlim() == pytest.approx((0.0, n_ep * length))
     finally:
         plt.close(fig)
+
+
+# -- issue 27: significance, aggregates across cells, provenance -------------------------------------------------
+_EMPTY_EP = pd.DataFrame(columns=["run_id", "episode", "step", "return"])
+_AUDIT = {("wind-1", "lcpo"): [-170.7, -174.7, -172.1], ("wind-1", "trpo"): [-171.3, -170.7, -182.4],
+          ("wind-1", "a2c"): [-198.0, -183.1, -178.8], ("wind-1", "ppo"): [-212.7, -201.2, -211.6],
+          ("wind-3", "lcpo"): [-255.6, -267.1, -267.0], ("wind-3", "trpo"): [-240.5, -314.5, -214.0],
+          ("wind-3", "a2c"): [-268.7, -420.2, -272.8], ("wind-3", "ppo"): [-307.8, -275.1, -270.9],
+          ("wind-1", "sac"): [-181.3]}
+
+
+def test_comparisons_are_welch_with_holm_over_the_family(tmp_path):
+    from scipy import stats as sps
+
+    from lcpo.experiments.report import MARK_BELOW_LCPO, NOT_TESTED, comparison_table
+    from lcpo.experiments.stats import holm
+
+    runs = make_runs(_AUDIT)
+    comp = comparison_table(runs).set_index(["trace", "baseline"])
+    tested = [(t, b) for t in ("wind-1", "wind-3") for b in ("trpo", "a2c", "ppo")]
+    p = [sps.ttest_ind(_AUDIT[(t, "lcpo")], _AUDIT[(t, b)], equal_var=False).pvalue for t, b in tested]
+    assert [comp.loc[k, "p"] for k in tested] == pytest.approx(p)
+    assert [comp.loc[k, "p_holm"] for k in tested] == pytest.approx(holm(p))  # one family of six
+    assert comp.loc[("wind-1", "sac"), "verdict"] == NOT_TESTED and np.isnan(comp.loc[("wind-1", "sac"), "p"])
+    assert comp.index[comp["significant"]].tolist() == [("wind-1", "ppo")]  # issue 27: only LCPO > PPO on wind-1
+    assert comp.loc[("wind-1", "ppo"), "verdict"] == "LCPO higher"
+    md = write_report(runs, _EMPTY_EP, tmp_path).read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| wind-1 |") and "-208.5" in line)
+    assert f"-208.5 [-224.3, -192.7] (n=3){MARK_BELOW_LCPO}" in row and row.count(MARK_BELOW_LCPO) == 1
+    assert "-172.5 [-177.5, -167.5]" in row and "**" not in row  # the audit's t interval, no bold lead
+    assert "## LCPO against each baseline" in md and (tmp_path / "comparisons.csv").exists()
+
+
+def test_across_cells_iqm_and_probability_of_improvement(tmp_path):
+    from lcpo.experiments.report import across_cells, lifelong_table
+
+    runs = make_runs(_AUDIT)
+    agg = across_cells(runs, lifelong_table(runs), seed=0)
+    poi = agg["poi"].set_index("baseline")
+    assert poi.loc["ppo", "poi"] == 1.0  # every LCPO seed beats every PPO seed on both traces
+    # TRPO, wind-1: -170.7 beats -171.3 and -182.4 and ties -170.7 (2.5), -174.7 and -172.1 beat -182.4 (1 + 1);
+    # wind-3: each LCPO seed beats only -314.5 (3 of 9)
+    assert poi.loc["trpo", "poi"] == pytest.approx((4.5 / 9 + 3 / 9) / 2)
+    assert poi.loc["sac", "cells"] == 1 and poi.loc["sac", "poi"] == 1.0  # -181.3 is below every LCPO seed
+    iq = agg["iqm"].set_index("scheme")
+    assert iq.loc["lcpo", "runs"] == 6 and iq.loc["lcpo", "ci_low"] <= iq.loc["lcpo", "iqm"] <= iq.loc["lcpo", "ci_high"]
+    assert np.isnan(iq.loc["sac", "ci_low"])  # one seed in its only cell: no interval
+    taus, prof, lo, hi = agg["profiles"]["lcpo"]
+    assert prof[0] == 1.0 and np.all(np.diff(prof) <= 0) and np.all(lo <= prof + 1e-12)
+    md = write_report(runs, _EMPTY_EP, tmp_path).read_text()
+    assert "## Across environments and traces" in md and (tmp_path / "performance_profile.png").stat().st_size > 1000
+    assert pd.read_csv(tmp_path / "iqm.csv")["scheme"].tolist()[0] == "lcpo"
+
+
+def test_mixed_code_is_refused_unless_allowed_and_then_stated(tmp_path):
+    from lcpo.persistence.provenance import MixedCodeError
+
+    runs = make_runs({("wind-1", "lcpo"): [1.0, 2.0, 3.0], ("wind-1", "a2c"): [0.0, 1.0, 2.0]})
+    md = write_report(runs, _EMPTY_EP, tmp_path / "old").read_text()  # no code column: unknown, said so
+    assert "6 run(s) recorded no commit" in md and "unknown (6 runs)" in md
+    runs["code_commit"] = ["aaaaaaa1111", "aaaaaaa1111", "bbbbbbb2222", "ccccccc", "ccccccc", "ccccccc"]
+    runs["code_dirty"] = [False] * 5 + [True]
+    with pytest.raises(MixedCodeError, match=r"cell WindyPendulum-v0/wind-1/lcpo .*aaaaaaa, bbbbbbb.*--allow-mixed-code"):
+        write_report(runs, _EMPTY_EP, tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()  # nothing half-written
+    md = write_report(runs, _EMPTY_EP, tmp_path / "allowed", allow_mixed_code=True).read_text()
+    assert "pooled, as told (--allow-mixed-code)**: WindyPendulum-v0/wind-1/lcpo: aaaaaaa, bbbbbbb" in md
+    assert "1 run(s) ran from a tree with uncommitted changes" in md
+    runs.loc[0, "code_commit"] = None  # a known commit mixed with an unknown one is mixed too
+    runs.loc[1:2, "code_commit"] = "bbbbbbb2222"
+    with pytest.raises(MixedCodeError, match="bbbbbbb, unknown"):
+        write_report(runs, _EMPTY_EP, tmp_path / "refused2")
+
+
+def test_report_cli_allow_mixed_code(tmp_path, capsys):
+    import json
+
+    from lcpo.online.run import RunConfig, execute
+
+    import shutil
+
+    first = tmp_path / "runs" / "a2c-s0"
+    execute(RunConfig(trace="wind-3", trace_length=2000, agent="a2c", steps=400, seed=0), first)
+    shutil.copytree(first, tmp_path / "runs" / "a2c-s1")  # a second seed of the cell, on other code
+    for seed, commit in ((0, "a" * 40), (1, "b" * 40)):
+        out = tmp_path / "runs" / f"a2c-s{seed}"
+        for name in ("summary.json", "config.json"):
+            d = json.loads((out / name).read_text())
+            (d["config"] if name == "summary.json" else d["run"])["seed"] = seed
+            if name == "summary.json":
+                d["code"] = {"commit": commit, "dirty": False, "source": "git"}
+            (out / name).write_text(json.dumps(d))
+    assert report_cli.main([str(tmp_path / "runs"), "--out", str(tmp_path / "r1")]) == 2
+    assert "pools seeds that ran on different code (aaaaaaa, bbbbbbb)" in capsys.readouterr().err
+    assert report_cli.main([str(tmp_path / "runs"), "--out", str(tmp_path / "r2"), "--allow-mixed-code"]) == 0
+    assert "as told (--allow-mixed-code)" in (tmp_path / "r2" / "report.md").read_text()

@@ -68,6 +68,9 @@ _LAZY: dict[str, str] = {
     "OnPolicyAgent": "lcpo.agents.base:OnPolicyAgent",
     "A2CHyperparameters": "lcpo.agents.a2c:A2CHyperparameters",
     "LCPOHyperparameters": "lcpo.agents.lcpo:LCPOHyperparameters",
+    "AgentPopulation": "lcpo.agents.population:AgentPopulation",
+    "make_population": "lcpo.agents.population:make_population",
+    "BATCH_NATIVE": "lcpo.agents.population:BATCH_NATIVE",
 }
 
 
@@ -123,4 +126,4 @@ def __dir__() -> list[str]:
 
 
 __all__ = ["A2C", "A2CHyperparameters", "Agent", "OnPolicyAgent", "LCPO", "LCPOHyperparameters", "AGENTS",
-           "AgentRegistry", "SUMMARIES"]
+           "AgentRegistry", "SUMMARIES", "AgentPopulation", "make_population", "BATCH_NATIVE"]

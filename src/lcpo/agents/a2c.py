@@ -4,15 +4,20 @@ One update per rollout of ``rollout_steps`` transitions: the critic takes one Ad
 lambda-returns; the actor one Adam step on ``-mean(A_t log pi(a_t | s_t))`` (plus an optional entropy bonus;
 the paper's A2C has none). Truncated steps bootstrap from the real last state, terminated ones do not
 (:func:`lcpo.numerics.returns.gae`).
+
+Batch-native (:class:`~lcpo.agents.batched.BatchOnPolicyAgent`): ``A2C.population(env, seeds)`` holds N independent
+learners with a leading seed axis; ``A2C(env, seed)`` is the population of one. Each seed's losses, gradient clip
+and Adam step are its own; a seed's run in a population is its solo run bit for bit (plain MLPs).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
+import numpy as np
 
-from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters
+from lcpo.agents.base import OnPolicyHyperparameters
+from lcpo.agents.batched import BatchOnPolicyAgent
 from lcpo.agents.nets import CategoricalPolicy
 
 __all__ = ["A2C", "A2CHyperparameters"]
@@ -39,7 +44,7 @@ class A2CHyperparameters(OnPolicyHyperparameters):
     entropy_coef: float = 0.0
 
 
-class A2C(OnPolicyAgent):
+class A2C(BatchOnPolicyAgent):
     """Online A2C with a product-of-categoricals actor (see module docstring).
 
     Example:
@@ -48,23 +53,25 @@ class A2C(OnPolicyAgent):
         >>> agent = A2C(env, seed=0).learn(400)
         >>> len(agent.episodes)
         2
+        >>> pop = A2C.population(env, seeds=[0, 1, 2])
+        >>> pop.act_batch(np.zeros((3, 9), np.float32)).shape
+        (3, 1)
     """
 
     name = "a2c"
     Hyperparameters = A2CHyperparameters
 
-    def update(self) -> dict:
-        """One critic and one actor step on the rollout batch; returns diagnostics."""
-        b = self._batch()
-        value_loss = self._critic_step(b["obs"], b["ret"])
-        logp_all = self.actor.log_probs(b["obs"])
+    def update(self, idx: np.ndarray) -> list[dict]:
+        """One critic and one actor step on the rollout batches of the seed slots ``idx``; per-seed diagnostics."""
+        b = self._batch(idx)
+        value_loss = self._critic_step(b)
+        logp_all = self.actors.log_probs(b["obs"], b["sel"])
         logp = CategoricalPolicy.log_prob_of(logp_all, b["actions"])
-        entropy = CategoricalPolicy.entropy_of(logp_all).mean()
+        entropy = CategoricalPolicy.entropy_of(logp_all).mean(dim=1)
         m = b["mask"]
-        pg = -(b["adv"] * logp * m).sum() / m.sum().clamp(min=1.0)
+        pg = -(b["adv"] * logp * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
         loss = pg - self.hp.entropy_coef * entropy
-        self.actor_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.actor.parameters(), self.hp.max_grad_norm)
-        self.actor_opt.step()
-        return {"train/policy_loss": pg.item(), "train/value_loss": value_loss, "train/entropy": entropy.item()}
+        self._actor_step(loss, b)
+        pg, ent = pg.detach().tolist(), entropy.detach().tolist()
+        return [{"train/policy_loss": pg[j], "train/value_loss": float(value_loss[j]), "train/entropy": ent[j]}
+                for j in range(len(idx))]

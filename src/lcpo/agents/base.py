@@ -26,7 +26,7 @@ from lcpo.agents.nets import action_shape_of, make_actor_critic, make_fast_polic
 from lcpo.numerics.finite import F32_MAX, OVERFLOW_HINT, check_finite, reward_error, to_float32
 from lcpo.numerics.normalize import ReturnNormalizer
 
-__all__ = ["Agent", "OnPolicyAgent", "OnPolicyHyperparameters", "resolve_hyperparameters"]
+__all__ = ["Agent", "OnPolicyAgent", "OnPolicyHyperparameters", "resolve_hyperparameters", "spawn_rngs"]
 
 
 #: Sanity ranges of float hyperparameters whose meaning is the same in every agent, by field name:
@@ -193,6 +193,13 @@ class OnPolicyHyperparameters:
     normalize_returns: bool = True
 
 
+def spawn_rngs(seed: int) -> dict[str, np.random.Generator]:
+    """A run seed's independent generators ``act``, ``buffer``, ``ood``, ``extra`` (``SeedSequence(seed).spawn(4)``,
+    PCG64), the same for a solo run and for that seed's slot in a population."""
+    seq = np.random.SeedSequence(int(seed))
+    return {k: np.random.Generator(np.random.PCG64(s)) for k, s in zip(("act", "buffer", "ood", "extra"), seq.spawn(4))}
+
+
 class Agent:
     """Base class: spaces, seeding, the ``learn`` convenience, and persistence.
 
@@ -230,9 +237,7 @@ class Agent:
         self.obs_dim = int(space.shape[0])
         self.action_dims, self.action_bins = action_shape_of(env.action_space)
         self.scalar_action = isinstance(env.action_space, gym.spaces.Discrete)
-        seq = np.random.SeedSequence(self.seed)
-        self.rngs = {k: np.random.Generator(np.random.PCG64(s))
-                     for k, s in zip(("act", "buffer", "ood", "extra"), seq.spawn(4))}
+        self.rngs = spawn_rngs(self.seed)
         self._loop: OnlineLoop | None = None
 
     # -- the online loop -------------------------------------------------------------------------------

@@ -78,11 +78,12 @@ class DDQNHyperparameters:
             registered in :data:`lcpo.agents.nets.NETWORKS`.
         hidden: hidden layer sizes of the Q-network (ReLU MLP).
         lr: Adam learning rate.
-        weight_decay: Adam L2 weight decay.
+        weight_decay: Adam L2 weight decay (1e-4, as the authors' agents).
         gamma: discount per step (overridden per step by an environment's ``info["gamma"]``).
         batch_size: transitions per gradient step.
         tau: Polyak step of the target network after each gradient step.
-        buffer_size: replay capacity in transitions (oldest evicted first).
+        buffer_size: replay capacity in transitions (oldest evicted first); a run (``lcpo run``, a sweep) sets
+            it to the run's length when not set ("all samples", paper Table 11; :mod:`lcpo.agents.run_length`).
         learning_starts: transitions stored before the first update.
         train_every: environment steps between update rounds (200: one round per 200-step epoch, the
             paper's cadence; 1 updates every step, far more sample-efficient and ~200x the update compute).
@@ -91,9 +92,10 @@ class DDQNHyperparameters:
         random_epochs: epochs of uniformly random actions (epsilon 1) at the start.
         decay_epochs: epochs over which epsilon then falls linearly from 1 to ``epsilon_final``.
         epsilon_final: epsilon after the decay.
-        head_reduction: ``"mean"`` or ``"sum"`` of the per-dimension Q-values into the joint Q.
-        loss: ``"huber"`` (smooth L1, delta 1) or ``"mse"``.
-        max_grad_norm: gradient-norm clip.
+        head_reduction: ``"mean"`` or ``"sum"`` of the per-dimension Q-values into the joint Q (``"sum"``, as
+            the authors' agents).
+        loss: ``"huber"`` (smooth L1, delta 1) or ``"mse"`` (``"mse"``, as the authors' agents).
+        max_grad_norm: gradient-norm clip (1, as the authors' agents).
         normalize_returns: divide minibatch rewards by the running spread of the discounted return,
             ``sqrt(Var[G] + 1)`` (:class:`lcpo.numerics.normalize.ReturnNormalizer`; on, as in the authors' implementation).
     """
@@ -101,7 +103,7 @@ class DDQNHyperparameters:
     network: str = "auto"
     hidden: tuple[int, ...] = (64, 64)
     lr: float = 1e-3
-    weight_decay: float = 0.0
+    weight_decay: float = 1e-4
     gamma: float = 0.99
     batch_size: int = 512
     tau: float = 0.01
@@ -113,9 +115,9 @@ class DDQNHyperparameters:
     random_epochs: int = 1_000
     decay_epochs: int = 5_000
     epsilon_final: float = 0.0
-    head_reduction: str = "mean"
-    loss: str = "huber"
-    max_grad_norm: float = 10.0
+    head_reduction: str = "sum"
+    loss: str = "mse"
+    max_grad_norm: float = 1.0
     normalize_returns: bool = True
 
 

@@ -17,6 +17,13 @@ Every rollout of ``rollout_steps`` transitions:
 4. the rollout's states enter the reservoir (Algorithm 2);
 5. the entropy temperature ``alpha = base * exp(theta_e)`` is tuned toward the target entropy
    ``0.1 ln(bins)`` per action dimension (log-alpha Adam step).
+
+Batch-native (:class:`~lcpo.agents.batched.BatchOnPolicyAgent`): ``LCPO.population(env, seeds)`` holds N
+independent learners; ``LCPO(env, seed)`` is the population of one. Per seed: detector and threshold calibration,
+reservoir, anchors, temperature and its Adam, the actor's Adam (stepping only on updates without anchors). Seeds
+with anchors take the constrained step together (:func:`lcpo.optim.constrained.kl_constrained_step_batch`: CG
+with per-seed scalars until every seed has converged, a line search until the last seed accepts); the
+Fisher-vector products are each seed's own (:func:`lcpo.optim.fisher.make_fvp` on its module).
 """
 
 from __future__ import annotations
@@ -24,18 +31,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from lcpo.numerics import categorical
-from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters
+from lcpo.agents.base import OnPolicyHyperparameters
+from lcpo.agents.batched import BatchOnPolicyAgent
+from lcpo.agents.stacked import SeedAdam
 from lcpo.envs.context import get_context_spec
 from lcpo.memory.reservoir import ReservoirBuffer
 from lcpo.agents.nets import CategoricalPolicy
 from lcpo.ood.calibration import AutoThreshold, load_calibration
 from lcpo.ood.detectors import make_detector
 from lcpo.ood.sampler import check_ood_sizes, sample_ood
-from lcpo.optim.constrained import kl_constrained_step
-from lcpo.optim.fisher import flat_grad, make_fvp
+from lcpo.optim.fisher import make_fvp
 
 __all__ = ["LCPO", "LCPOHyperparameters"]
 
@@ -61,7 +70,9 @@ class LCPOHyperparameters(OnPolicyHyperparameters):
         cg_iters: conjugate-gradient iterations.
         max_backtracks: line-search halvings.
         accept_ratio: minimal actual/expected surrogate improvement in the line search.
-        reservoir_size: reservoir capacity in states (paper: 1% of the run's samples).
+        reservoir_size: reservoir capacity in states (paper: 1% of the run's samples). A run (``lcpo run``,
+            a sweep) sets it to ``max(ood_batch * ood_candidates_factor, steps // 100)`` when not set
+            (:mod:`lcpo.agents.run_length`); 200,000 (1% of 20M) for an agent built without a run length.
         ood_batch: anchor batch size ``b``.
         ood_candidates_factor: candidates drawn per anchor (``s = factor * b``).
         detector: ``"l2"`` (main runs), ``"mahalanobis"`` or ``"mahalanobis-full"`` (handicapped).
@@ -103,7 +114,7 @@ class LCPOHyperparameters(OnPolicyHyperparameters):
     entropy_lr: float = 1e-3
 
 
-class LCPO(OnPolicyAgent):
+class LCPO(BatchOnPolicyAgent):
     """Online LCPO agent (see module docstring).
 
     Requires an environment that declares its context (``env.unwrapped.context_spec``).
@@ -127,123 +138,205 @@ class LCPO(OnPolicyAgent):
     name = "lcpo"
     Hyperparameters = LCPOHyperparameters
 
-    def __init__(self, env, seed: int = 0, hparams=None, **overrides):
-        super().__init__(env, seed, hparams, **overrides)
+    def __init__(self, env, seed: int = 0, hparams=None, *, seeds=None, **overrides):
+        super().__init__(env, seed, hparams, seeds=seeds, **overrides)
         hp = self.hp
         self.context_spec = get_context_spec(env)
-        self.detector = make_detector(hp.detector, self.context_spec, hp.ood_threshold, rule=hp.ood_auto_rule,
-                                      target_fraction=hp.ood_target_fraction, std_threshold=hp.ood_std_threshold)
+        self.detectors = [make_detector(hp.detector, self.context_spec, hp.ood_threshold, rule=hp.ood_auto_rule,
+                                        target_fraction=hp.ood_target_fraction, std_threshold=hp.ood_std_threshold)
+                          for _ in self.seeds]
         check_ood_sizes(hp.reservoir_size, hp.ood_batch, "LCPO")
-        self.reservoir = ReservoirBuffer(hp.reservoir_size, self.obs_dim, self.rngs["buffer"])
-        self.log_alpha = torch.zeros(1, requires_grad=True)
-        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=hp.entropy_lr)
+        self.reservoirs = [ReservoirBuffer(hp.reservoir_size, self.obs_dim, r["buffer"]) for r in self.seed_rngs]
+        self.log_alphas = torch.nn.Parameter(torch.zeros(self.n_seeds, 1))
+        self.alpha_opt = SeedAdam([self.log_alphas], lr=hp.entropy_lr)
         # rejects a fraction >= 1 (ln K is unreachable), warns above 0.95 (lcpo.numerics.categorical.entropy_target_nats)
         self.target_entropy = categorical.entropy_target_nats(hp.entropy_target, self.action_bins,
                                                               self.action_dims, "LCPO")
-        self.constrained_updates = 0
-        self.accepted_steps = 0
+        self.seed_constrained_updates = np.zeros(self.n_seeds, dtype=np.int64)
+        self.seed_accepted_steps = np.zeros(self.n_seeds, dtype=np.int64)
+
+    # -- the single agent's view (N = 1) ---------------------------------------------------------------
+    @property
+    def detector(self):
+        """The single agent's OOD detector (N = 1 only)."""
+        self._solo("detector")
+        return self.detectors[0]
+
+    @property
+    def reservoir(self) -> ReservoirBuffer:
+        """The single agent's reservoir (N = 1 only)."""
+        self._solo("reservoir")
+        return self.reservoirs[0]
+
+    @property
+    def log_alpha(self) -> torch.Tensor:
+        """The single agent's log-temperature ``(1,)`` (a view of the stacked ``(N, 1)``; N = 1 only)."""
+        self._solo("log_alpha")
+        return self.log_alphas[0]
+
+    @property
+    def constrained_updates(self):
+        """Updates that took the constrained step: an int (single agent) or ``(N,)`` array."""
+        return int(self.seed_constrained_updates[0]) if self.n_seeds == 1 else self.seed_constrained_updates
+
+    @property
+    def accepted_steps(self):
+        """Constrained steps the line search accepted: an int (single agent) or ``(N,)`` array."""
+        return int(self.seed_accepted_steps[0]) if self.n_seeds == 1 else self.seed_accepted_steps
+
+    def seed_alpha(self, k: int) -> float:
+        """Seed slot ``k``'s entropy temperature (0 if automatic tuning is off)."""
+        return self.hp.entropy_base * math.exp(self.log_alphas[k, 0].item()) if self.hp.auto_entropy else 0.0
 
     @property
     def alpha(self) -> float:
-        """Current entropy temperature (0 if automatic tuning is off)."""
-        return self.hp.entropy_base * math.exp(self.log_alpha.item()) if self.hp.auto_entropy else 0.0
+        """Current entropy temperature of the single agent (0 if automatic tuning is off; N = 1 only)."""
+        self._solo("alpha")
+        return self.seed_alpha(0)
 
-    def update(self) -> dict:
-        """One LCPO update on the full rollout batch; returns diagnostics (namespaced keys)."""
+    # -- the update ------------------------------------------------------------------------------------
+    def update(self, idx: np.ndarray) -> list[dict]:
+        """One LCPO update on the full rollout batches of the seed slots ``idx``; per-seed diagnostics."""
         hp = self.hp
-        b = self._batch()
+        b = self._batch(idx)
+        n = len(idx)
         obs, actions, adv, mask = b["obs"], b["actions"], b["adv"], b["mask"]
-        diag = {"train/value_loss": self._critic_step(obs, b["ret"])}
-
-        recent_np = self.rollout.obs[: self.rollout.ptr]
-        self.detector.fit(recent_np)
-        anchors, ood_frac = sample_ood(self.reservoir, self.detector, hp.ood_batch, hp.ood_candidates_factor)
-        diag["ood/fraction"] = ood_frac
-        threshold = self.detector.threshold_report  # NaN only before an automatic threshold's first calibration
-        if math.isfinite(threshold):
-            diag["ood/threshold"] = threshold
-        alpha = self.alpha
-        msum = mask.sum().clamp(min=1.0)
-
+        value_loss = self._critic_step(b)
+        diags = [{"train/value_loss": float(value_loss[j])} for j in range(n)]
+        T = self.rollouts.size
+        anchors: list = []
+        for j, k in enumerate(idx):
+            recent_np = self.rollouts.obs[k, :T]
+            det = self.detectors[k]
+            det.fit(recent_np)
+            a, ood_frac = sample_ood(self.reservoirs[k], det, hp.ood_batch, hp.ood_candidates_factor)
+            anchors.append(a)
+            diags[j]["ood/fraction"] = ood_frac
+            threshold = det.threshold_report  # NaN only before an automatic threshold's first calibration
+            if math.isfinite(threshold):
+                diags[j]["ood/threshold"] = threshold
+        alphas = torch.tensor([self.seed_alpha(k) for k in idx], dtype=torch.float64)
+        msum = mask.sum(dim=1).clamp(min=1.0)
         with torch.no_grad():
-            logp_old_all = self.actor.log_probs(obs)
+            logp_old_all = self.actors.log_probs(obs, b["sel"])
             logp_old = CategoricalPolicy.log_prob_of(logp_old_all, actions)
 
-        n = obs.shape[0]
-        # states the policy is evaluated on: the recent batch, then (when found) the OOD anchors, in one forward
-        eval_obs = obs if anchors is None else torch.cat([obs, torch.from_numpy(anchors)])
+        con = [j for j in range(n) if anchors[j] is not None]
+        plain = [j for j in range(n) if anchors[j] is None]
+        if plain:
+            self._plain_step(plain, idx, b, logp_old, msum, alphas, diags)
+        if con:
+            self._constrained_step(con, idx, b, logp_old, logp_old_all, msum, alphas, anchors, diags)
+
+        for k in idx:
+            self.reservoirs[k].add_batch(self.rollouts.obs[k, :T])
+
+        # temperature step on the batch's entropy under the policy that collected it (before this update)
+        entropy = CategoricalPolicy.entropy_of(logp_old_all).mean(dim=1).tolist()
+        if hp.auto_entropy:
+            diff = torch.tensor([e - self.target_entropy for e in entropy], dtype=torch.float32)
+            rows = torch.from_numpy(np.asarray(idx, dtype=np.int64))
+            alpha_loss = (self.log_alphas[rows, 0] * diff).sum()
+            self.alpha_opt.zero_grad()
+            alpha_loss.backward()
+            self.alpha_opt.step(self._mask_of(idx))
+        for j, k in enumerate(idx):
+            diags[j].update({"train/entropy": float(entropy[j]), "train/alpha": self.seed_alpha(k)})
+        return diags
+
+    @staticmethod
+    def _rows_of(idx, js):
+        return torch.from_numpy(np.asarray([idx[j] for j in js], dtype=np.int64))
+
+    def _sub(self, js, n):
+        return None if len(js) == n else torch.tensor(js, dtype=torch.int64)
+
+    def _plain_step(self, js, idx, b, logp_old, msum, alphas, diags) -> None:
+        """The plain A2C-like step (no anchors) of the slots ``idx[js]``: one per-seed Adam step of the actor."""
+        n = len(idx)
+        sub = self._sub(js, n)
+        sel = None if len(js) == self.n_seeds else self._rows_of(idx, js)
+
+        def pick(t):
+            return t if sub is None else t[sub]
+
+        logp_all = self.actors.log_probs(pick(b["obs"]), sel)
+        ratio = torch.exp(CategoricalPolicy.log_prob_of(logp_all, pick(b["actions"])) - pick(logp_old))
+        ent = CategoricalPolicy.entropy_of(logp_all).mean(dim=1)
+        loss = -(pick(b["adv"]) * ratio * pick(b["mask"])).sum(dim=1) / pick(msum) - pick(alphas).float() * ent
+        self._actor_step(loss, {"sel": sel, "idx": np.asarray([idx[j] for j in js])})
+        for j, v in zip(js, loss.detach().tolist()):
+            diags[j].update({"train/constrained": 0.0, "train/policy_loss": v, "train/skipped_update": 0.0})
+
+    def _constrained_step(self, js, idx, b, logp_old, logp_old_all, msum, alphas, anchors, diags) -> None:
+        """The KL-constrained step (paper Algorithm 1) of the slots ``idx[js]``, taken together."""
+        hp = self.hp
+        n = len(idx)
+        sub = self._sub(js, n)
+        seeds = [int(idx[j]) for j in js]
+        sel = None if len(js) == self.n_seeds else torch.tensor(seeds, dtype=torch.int64)
+
+        def pick(t):
+            return t if sub is None else t[sub]
+
+        obs, actions, adv, mask = pick(b["obs"]), pick(b["actions"]), pick(b["adv"]), pick(b["mask"])
+        lo, lo_all, ms, al = pick(logp_old), pick(logp_old_all), pick(msum), pick(alphas).float()
+        T = obs.shape[1]
+        anchor_obs = torch.from_numpy(np.stack([anchors[j] for j in js]))
+        eval_obs = torch.cat([obs, anchor_obs], dim=1)
         last = {}
 
         def surrogate() -> torch.Tensor:
-            logp_eval = self.actor.log_probs(eval_obs)
-            logp_all = logp_eval[:n]
+            logp_eval = self.actors.log_probs(eval_obs, sel)
+            logp_all = logp_eval[:, :T]
             last["logp_eval"] = logp_eval  # reused by the KL functions, evaluated next at the same parameters
-            ratio = torch.exp(CategoricalPolicy.log_prob_of(logp_all, actions) - logp_old)
-            ent = CategoricalPolicy.entropy_of(logp_all).mean()
-            return -(adv * ratio * mask).sum() / msum - alpha * ent
+            ratio = torch.exp(CategoricalPolicy.log_prob_of(logp_all, actions) - lo)
+            ent = CategoricalPolicy.entropy_of(logp_all).mean(dim=1)
+            return -(adv * ratio * mask).sum(dim=1) / ms - al * ent
 
-        if anchors is not None:
-            anchor_obs = eval_obs[n:]
-            with torch.no_grad():
-                logp_anchor_old = self.actor.log_probs(anchor_obs)
+        with torch.no_grad():
+            logp_anchor_old = self.actors.log_probs(anchor_obs, sel)
 
-            def kl_anchor() -> torch.Tensor:
-                return CategoricalPolicy.kl(logp_anchor_old, last["logp_eval"][n:]).mean()
+        def kl_anchor() -> torch.Tensor:
+            return CategoricalPolicy.kl(logp_anchor_old, last["logp_eval"][:, T:]).mean(dim=1)
 
-            def kl_recent() -> torch.Tensor:
-                return CategoricalPolicy.kl(logp_old_all, last["logp_eval"][:n]).mean()
+        def kl_recent() -> torch.Tensor:
+            return CategoricalPolicy.kl(lo_all, last["logp_eval"][:, :T]).mean(dim=1)
 
-            loss = surrogate()
-            grad = flat_grad(loss, self.actor)
-            fvp = make_fvp(self.actor, anchor_obs, hp.damping)
-            res = kl_constrained_step(self.actor, grad, fvp, surrogate, (kl_recent, kl_anchor),
-                                      (hp.c_recent, hp.c_anchor), scale_kl=hp.c_anchor, cg_iters=hp.cg_iters,
-                                      max_backtracks=hp.max_backtracks, accept_ratio=hp.accept_ratio,
-                                      loss_old=loss.item())
-            self.constrained_updates += 1
-            self.accepted_steps += int(res.accepted)
-            diag.update({"train/constrained": 1.0, "train/line_search_ok": float(res.accepted),
-                         "train/backtracks": float(res.backtracks), "train/kl_anchor": res.kls[1],
-                         "train/kl_recent": res.kls[0], "train/policy_loss": loss.item(),
-                         "train/skipped_update": float(res.skipped)})
-        else:
-            loss = surrogate()
-            self.actor_opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.actor.parameters(), hp.max_grad_norm)
-            self.actor_opt.step()
-            diag.update({"train/constrained": 0.0, "train/policy_loss": loss.item(), "train/skipped_update": 0.0})
+        loss = surrogate()
+        loss_old = loss.detach().tolist()
+        results = self._constrained_actor_step(seeds, loss, surrogate, (kl_recent, kl_anchor),
+                                               (hp.c_recent, hp.c_anchor), hp.c_anchor, list(anchor_obs), make_fvp,
+                                               hp.damping, hp.cg_iters, hp.max_backtracks, hp.accept_ratio)
+        for j, k, res, lv in zip(js, seeds, results, loss_old):
+            self.seed_constrained_updates[k] += 1
+            self.seed_accepted_steps[k] += int(res.accepted)
+            diags[j].update({"train/constrained": 1.0, "train/line_search_ok": float(res.accepted),
+                             "train/backtracks": float(res.backtracks), "train/kl_anchor": res.kls[1],
+                             "train/kl_recent": res.kls[0], "train/policy_loss": lv,
+                             "train/skipped_update": float(res.skipped)})
 
-        self.reservoir.add_batch(recent_np)
-
-        # temperature step on the batch's entropy under the policy that collected it (before this update)
-        entropy = float(CategoricalPolicy.entropy_of(logp_old_all).mean())
-        if hp.auto_entropy:
-            alpha_loss = self.log_alpha * (entropy - self.target_entropy)
-            self.alpha_opt.zero_grad(set_to_none=True)
-            alpha_loss.sum().backward()
-            self.alpha_opt.step()
-        diag.update({"train/entropy": entropy, "train/alpha": self.alpha})
-        return diag
-
-    def state_dict(self) -> dict:
-        """The on-policy state plus reservoir, temperature, its optimizer, LCPO's counters and (for an automatic
-        OOD threshold) the calibrator's state."""
-        state = super().state_dict()
-        state.update({"reservoir": self.reservoir.state_dict(), "log_alpha": self.log_alpha.detach().clone(),
-                      "alpha_opt": self.alpha_opt.state_dict(), "constrained_updates": self.constrained_updates,
-                      "accepted_steps": self.accepted_steps})
-        if isinstance(self.detector, AutoThreshold):
-            state["ood_calibration"] = self.detector.state_dict()
+    # -- persistence ---------------------------------------------------------------------------------
+    def seed_state_dict(self, k: int) -> dict:
+        """Seed slot ``k``'s state in the single LCPO agent's format: the on-policy state plus reservoir,
+        temperature, its optimizer, LCPO's counters and (for an automatic OOD threshold) the calibrator's state."""
+        state = super().seed_state_dict(k)
+        state.update({"reservoir": self.reservoirs[k].state_dict(),
+                      "log_alpha": self.log_alphas[k].detach().clone(),
+                      "alpha_opt": self.alpha_opt.seed_state_dict(k),
+                      "constrained_updates": int(self.seed_constrained_updates[k]),
+                      "accepted_steps": int(self.seed_accepted_steps[k])})
+        if isinstance(self.detectors[k], AutoThreshold):
+            state["ood_calibration"] = self.detectors[k].state_dict()
         return state
 
-    def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict` output exactly."""
-        super().load_state_dict(state)
-        self.reservoir.load_state_dict(state["reservoir"])
+    def load_seed_state_dict(self, k: int, state: dict) -> None:
+        """Restore seed slot ``k`` from a single LCPO agent's ``state_dict`` exactly."""
+        super().load_seed_state_dict(k, state)
+        self.reservoirs[k].load_state_dict(state["reservoir"])
         with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
-        self.alpha_opt.load_state_dict(state["alpha_opt"])
-        self.constrained_updates = int(state["constrained_updates"])
-        self.accepted_steps = int(state["accepted_steps"])
-        load_calibration(self.detector, state)
+            self.log_alphas[k].copy_(state["log_alpha"])
+        self.alpha_opt.load_seed_state_dict(k, state["alpha_opt"])
+        self.seed_constrained_updates[k] = int(state["constrained_updates"])
+        self.seed_accepted_steps[k] = int(state["accepted_steps"])
+        load_calibration(self.detectors[k], state)

@@ -57,7 +57,9 @@ def anchor_cross_entropy(logp_old: torch.Tensor, logp_new: torch.Tensor) -> torc
 
 _LCPOP_ATTRIBUTES = """
         kappa: weight of the anchor cross-entropy (appendix E.1).
-        reservoir_size: reservoir capacity in states (paper: 1% of the run's samples).
+        reservoir_size: reservoir capacity in states (paper: 1% of the run's samples). A run (``lcpo run``,
+            a sweep) sets it to ``max(ood_batch * ood_candidates_factor, steps // 100)`` when not set
+            (:mod:`lcpo.agents.run_length`); 200,000 (1% of 20M) for an agent built without a run length.
         ood_batch: anchor batch size ``b``.
         ood_candidates_factor: candidates drawn per anchor (``s = factor * b``).
         detector: ``"l2"`` (main runs), ``"mahalanobis"`` or ``"mahalanobis-full"``.

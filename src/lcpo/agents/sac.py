@@ -73,14 +73,15 @@ class SACHyperparameters:
         network: ``"auto"`` (the environment's ``default_network``, else ``"mlp"``), ``"mlp"``, or a kind
             registered in :data:`lcpo.agents.nets.NETWORKS`.
         hidden: hidden layer sizes of the actor and of each critic (ReLU MLPs).
-        actor_lr: Adam learning rate of the actor.
+        actor_lr: Adam learning rate of the actor (4e-4, paper Table 11 and the authors' run configuration).
         critic_lr: Adam learning rate of the twin critics.
         alpha_lr: Adam learning rate of ``log_alpha``.
-        weight_decay: Adam L2 weight decay of actor and critics.
+        weight_decay: Adam L2 weight decay of actor and critics (1e-4, as the authors' agents).
         gamma: discount per step (overridden per step by an environment's ``info["gamma"]``).
         batch_size: transitions per gradient step.
         tau: Polyak step of the target critics after each gradient step.
-        buffer_size: replay capacity in transitions (oldest evicted first).
+        buffer_size: replay capacity in transitions (oldest evicted first); a run (``lcpo run``, a sweep) sets
+            it to the run's length when not set ("all samples", paper Table 11; :mod:`lcpo.agents.run_length`).
         learning_starts: transitions stored before the first update.
         train_every: environment steps between update rounds (200: one round per 200-step epoch, the
             paper's cadence; 1 updates every step, far more sample-efficient and ~200x the update compute).
@@ -89,18 +90,19 @@ class SACHyperparameters:
         alpha_init: initial temperature.
         entropy_target: target entropy per action dimension, as a fraction of ``ln(bins)`` (0.1, Table 11), in
             ``[0, 1)``: 1 (the uniform policy's entropy) is unreachable and refused; above 0.95 a warning.
-        head_reduction: ``"mean"`` or ``"sum"`` of the per-dimension Q-values into the joint Q.
-        max_grad_norm: gradient-norm clip of actor and critics.
+        head_reduction: ``"mean"`` or ``"sum"`` of the per-dimension Q-values into the joint Q (``"sum"``, as
+            the authors' agents).
+        max_grad_norm: gradient-norm clip of actor and critics (1, as the authors' agents).
         normalize_returns: divide minibatch rewards by the running spread of the discounted return,
             ``sqrt(Var[G] + 1)`` (:class:`lcpo.numerics.normalize.ReturnNormalizer`; on, as in the authors' implementation).
     """
 
     network: str = "auto"
     hidden: tuple[int, ...] = (64, 64)
-    actor_lr: float = 3e-4
+    actor_lr: float = 4e-4
     critic_lr: float = 1e-3
     alpha_lr: float = 1e-3
-    weight_decay: float = 0.0
+    weight_decay: float = 1e-4
     gamma: float = 0.99
     batch_size: int = 512
     tau: float = 0.01
@@ -111,8 +113,8 @@ class SACHyperparameters:
     auto_entropy: bool = True
     alpha_init: float = 0.1
     entropy_target: float = 0.1
-    head_reduction: str = "mean"
-    max_grad_norm: float = 10.0
+    head_reduction: str = "sum"
+    max_grad_norm: float = 1.0
     normalize_returns: bool = True
 
 

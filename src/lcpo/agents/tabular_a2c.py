@@ -168,5 +168,6 @@ class TabularA2C(A2C):
 
     def build_optimizers(self):
         """Plain SGD: rows that no batch visits stay exactly as they are (Adam's moments would move them)."""
-        return (torch.optim.SGD(self.actor.parameters(), lr=self.hp.actor_lr),
-                torch.optim.SGD(self.critic.parameters(), lr=self.hp.critic_lr))
+        from lcpo.agents.stacked import SeedSGD
+
+        return (SeedSGD(self.actors.params, lr=self.hp.actor_lr), SeedSGD(self.critics.params, lr=self.hp.critic_lr))

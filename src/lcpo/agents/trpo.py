@@ -13,18 +13,23 @@ Every rollout of ``rollout_steps`` transitions (3,200 in the paper, Table 11):
    surrogate (else the parameters stay bit-identical). If the batch's Fisher-vector product is not positive
    definite or not finite, the actor's step is skipped (parameters unchanged, ``train/skipped_update = 1``)
    and the run goes on.
+
+Batch-native (:class:`~lcpo.agents.batched.BatchOnPolicyAgent`): ``TRPO.population(env, seeds)`` holds N
+independent learners (per-seed critic minibatch shuffles, per-seed constrained steps taken together by
+:func:`lcpo.optim.constrained.kl_constrained_step_batch`); ``TRPO(env, seed)`` is the population of one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters
+from lcpo.agents.base import OnPolicyHyperparameters
+from lcpo.agents.batched import BatchOnPolicyAgent
 from lcpo.agents.nets import CategoricalPolicy
-from lcpo.optim.constrained import kl_constrained_step
-from lcpo.optim.fisher import flat_grad, make_fvp
+from lcpo.optim.fisher import make_fvp
 
 __all__ = ["TRPO", "TRPOHyperparameters"]
 
@@ -49,7 +54,8 @@ class TRPOHyperparameters(OnPolicyHyperparameters):
         cg_iters: conjugate-gradient iterations.
         max_backtracks: line-search halvings.
         accept_ratio: minimal actual/expected surrogate improvement in the line search.
-        critic_minibatch: states per critic Adam step.
+        critic_minibatch: states per critic Adam step (3,200: one step on the whole batch, as the authors'
+            TRPO).
         critic_epochs: passes of the critic over each batch.
     """
 
@@ -59,11 +65,11 @@ class TRPOHyperparameters(OnPolicyHyperparameters):
     cg_iters: int = 15
     max_backtracks: int = 10
     accept_ratio: float = 0.1
-    critic_minibatch: int = 200
+    critic_minibatch: int = 3200
     critic_epochs: int = 1
 
 
-class TRPO(OnPolicyAgent):
+class TRPO(BatchOnPolicyAgent):
     """Online single-path TRPO with a product-of-categoricals actor (see module docstring).
 
     Raises:
@@ -79,71 +85,81 @@ class TRPO(OnPolicyAgent):
     name = "trpo"
     Hyperparameters = TRPOHyperparameters
 
-    def __init__(self, env, seed: int = 0, hparams=None, **overrides):
-        super().__init__(env, seed, hparams, **overrides)
+    def __init__(self, env, seed: int = 0, hparams=None, *, seeds=None, **overrides):
+        super().__init__(env, seed, hparams, seeds=seeds, **overrides)
         hp = self.hp
         if not hp.max_kl > 0.0:
             raise ValueError(f"TRPO max_kl must be positive, got {hp.max_kl}")
         if hp.critic_minibatch < 1 or hp.critic_epochs < 1:
             raise ValueError(f"TRPO needs critic_minibatch >= 1 and critic_epochs >= 1, "
                              f"got {hp.critic_minibatch}, {hp.critic_epochs}")
-        self.accepted_steps = 0
+        self.seed_accepted_steps = np.zeros(self.n_seeds, dtype=np.int64)
 
-    def _fit_critic(self, obs: torch.Tensor, ret: torch.Tensor) -> float:
-        """Adam steps on the lambda-returns in shuffled minibatches; returns the last minibatch's loss."""
+    @property
+    def accepted_steps(self):
+        """Constrained steps the line search accepted: an int (single agent) or ``(N,)`` array."""
+        return int(self.seed_accepted_steps[0]) if self.n_seeds == 1 else self.seed_accepted_steps
+
+    def _fit_critic(self, b: dict) -> np.ndarray:
+        """Adam steps on the lambda-returns in shuffled minibatches (each seed its own shuffle, from its
+        ``buffer`` generator); returns each seed's last minibatch loss ``(n,)``."""
         hp = self.hp
-        n = obs.shape[0]
-        loss = 0.0
+        obs, ret, idx = b["obs"], b["ret"], b["idx"]
+        n, T = ret.shape
+        rows = torch.arange(n).unsqueeze(1)
+        loss = np.zeros(n)
         for _ in range(hp.critic_epochs):
-            perm = torch.from_numpy(self.rngs["buffer"].permutation(n))
-            for start in range(0, n, hp.critic_minibatch):
-                idx = perm[start:start + hp.critic_minibatch]
-                loss = self._critic_step(obs[idx], ret[idx])
+            perm = torch.from_numpy(np.stack([self.seed_rngs[k]["buffer"].permutation(T) for k in idx]))
+            for start in range(0, T, hp.critic_minibatch):
+                mb = perm[:, start:start + hp.critic_minibatch]
+                loss = self._critic_step({"obs": obs[rows, mb], "ret": ret[rows, mb], "sel": b["sel"], "idx": idx})
         return loss
 
-    def update(self) -> dict:
-        """One TRPO update on the full batch; returns diagnostics (namespaced keys)."""
+    def update(self, idx: np.ndarray) -> list[dict]:
+        """One TRPO update on the full batches of the seed slots ``idx``; per-seed diagnostics."""
         hp = self.hp
-        b = self._batch()
-        obs, actions, adv, mask = b["obs"], b["actions"], b["adv"], b["mask"]
-        diag = {"train/value_loss": self._fit_critic(obs, b["ret"])}
-        msum = mask.sum().clamp(min=1.0)
+        b = self._batch(idx)
+        obs, actions, adv, mask, sel = b["obs"], b["actions"], b["adv"], b["mask"], b["sel"]
+        value_loss = self._fit_critic(b)
+        msum = mask.sum(dim=1).clamp(min=1.0)
         with torch.no_grad():
-            logp_old_all = self.actor.log_probs(obs)
+            logp_old_all = self.actors.log_probs(obs, sel)
             logp_old = CategoricalPolicy.log_prob_of(logp_old_all, actions)
 
         def surrogate() -> torch.Tensor:
-            logp = CategoricalPolicy.log_prob_of(self.actor.log_probs(obs), actions)
-            return -(adv * torch.exp(logp - logp_old) * mask).sum() / msum
+            logp = CategoricalPolicy.log_prob_of(self.actors.log_probs(obs, sel), actions)
+            return -(adv * torch.exp(logp - logp_old) * mask).sum(dim=1) / msum
 
         def kl_batch() -> torch.Tensor:
-            return CategoricalPolicy.kl(logp_old_all, self.actor.log_probs(obs)).mean()
+            return CategoricalPolicy.kl(logp_old_all, self.actors.log_probs(obs, sel)).mean(dim=1)
 
         loss = surrogate()
-        grad = flat_grad(loss, self.actor)
-        fvp = make_fvp(self.actor, obs, hp.damping)
-        res = kl_constrained_step(self.actor, grad, fvp, surrogate, (kl_batch,), (hp.max_kl,),
-                                  scale_kl=hp.max_kl, cg_iters=hp.cg_iters, max_backtracks=hp.max_backtracks,
-                                  accept_ratio=hp.accept_ratio)
-        self.accepted_steps += int(res.accepted)
+        seeds = [int(k) for k in idx]
+        results = self._constrained_actor_step(seeds, loss, surrogate, (kl_batch,), (hp.max_kl,), hp.max_kl,
+                                               list(obs), make_fvp, hp.damping, hp.cg_iters, hp.max_backtracks,
+                                               hp.accept_ratio)
         with torch.no_grad():
-            entropy = float(CategoricalPolicy.entropy_of(self.actor.log_probs(obs)).mean())
-        # every TRPO update is a constrained step: "train/constrained" makes the run summary's
-        # line_search_accept_fraction (accepted / constrained) the fraction of accepted steps
-        diag.update({"train/policy_loss": loss.item(), "train/constrained": 1.0,
-                     "train/line_search_ok": float(res.accepted),
-                     "train/backtracks": float(res.backtracks), "train/kl": res.kls[0],
-                     "train/improvement": res.improvement, "train/entropy": entropy,
-                     "train/skipped_update": float(res.skipped)})
-        return diag
+            entropy = CategoricalPolicy.entropy_of(self.actors.log_probs(obs, sel)).mean(dim=1).tolist()
+        diags = []
+        for j, (k, res, lv) in enumerate(zip(seeds, results, loss.detach().tolist())):
+            self.seed_accepted_steps[k] += int(res.accepted)
+            # every TRPO update is a constrained step: "train/constrained" makes the run summary's
+            # line_search_accept_fraction (accepted / constrained) the fraction of accepted steps
+            diags.append({"train/value_loss": float(value_loss[j]), "train/policy_loss": lv,
+                          "train/constrained": 1.0, "train/line_search_ok": float(res.accepted),
+                          "train/backtracks": float(res.backtracks), "train/kl": res.kls[0],
+                          "train/improvement": res.improvement, "train/entropy": float(entropy[j]),
+                          "train/skipped_update": float(res.skipped)})
+        return diags
 
-    def state_dict(self) -> dict:
-        """:meth:`OnPolicyAgent.state_dict` plus the accepted-step counter."""
-        state = super().state_dict()
-        state["accepted_steps"] = self.accepted_steps
+    def seed_state_dict(self, k: int) -> dict:
+        """Seed slot ``k``'s state in the single TRPO agent's format (the on-policy state plus the accepted-step
+        counter)."""
+        state = super().seed_state_dict(k)
+        state["accepted_steps"] = int(self.seed_accepted_steps[k])
         return state
 
-    def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict` output exactly."""
-        super().load_state_dict(state)
-        self.accepted_steps = int(state["accepted_steps"])
+    def load_seed_state_dict(self, k: int, state: dict) -> None:
+        """Restore seed slot ``k`` from a single TRPO agent's ``state_dict`` exactly."""
+        super().load_seed_state_dict(k, state)
+        self.seed_accepted_steps[k] = int(state["accepted_steps"])

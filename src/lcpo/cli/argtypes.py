@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["LcpoParser", "DefaultsHelpFormatter", "parse_count", "int_at_least", "positive_int", "nonneg_int"]
+__all__ = ["LcpoParser", "DefaultsHelpFormatter", "parse_count", "int_at_least", "positive_int", "nonneg_int",
+           "parse_seeds", "seed_list"]
 
 
 def parse_count(text: str) -> int | None:
@@ -79,3 +80,44 @@ class LcpoParser(argparse.ArgumentParser):
     def error(self, message: str):
         """Print ``PROG: error: MESSAGE (see `PROG --help`)`` on one line to stderr and exit with status 2."""
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see `{self.prog} --help`)\n")
+
+
+def parse_seeds(items) -> list[int]:
+    """Seeds from CLI words: integers, inclusive ranges ``A-B`` and comma lists, in order, without repeats.
+
+    Example:
+        >>> parse_seeds(["0-3", "8"]), parse_seeds(["0", "1", "2"]), parse_seeds(["4,2"])
+        ([0, 1, 2, 3, 8], [0, 1, 2], [4, 2])
+
+    Raises:
+        ValueError: a word that is neither (quoted), a range that runs backwards, a negative seed, or a seed
+            given twice.
+    """
+    out: list[int] = []
+    for item in items:
+        for word in str(item).split(","):
+            word = word.strip()
+            if not word:
+                continue
+            lo, sep, hi = word.partition("-")
+            try:
+                a, b = (int(lo), int(hi)) if sep else (int(word), int(word))
+            except ValueError:
+                raise ValueError(f"bad seed {word!r}: expected an integer, a range A-B or a list (0-3 8)") from None
+            if a < 0 or b < a:
+                raise ValueError(f"bad seed range {word!r}: expected 0 <= A <= B")
+            for s in range(a, b + 1):
+                if s in out:
+                    raise ValueError(f"seed {s} is given twice ({' '.join(map(str, items))})")
+                out.append(s)
+    if not out:
+        raise ValueError("no seed given")
+    return out
+
+
+def seed_list(text: str) -> list[int]:
+    """An argparse ``type`` for one ``--seed`` word (``3``, ``0-15``, ``0,4``): the seeds it names."""
+    try:
+        return parse_seeds([text])
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

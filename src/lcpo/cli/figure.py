@@ -58,8 +58,9 @@ def run_gridworld(args: argparse.Namespace) -> int:
     """
     from lcpo.experiments.gridworld import acceptance, default_workers, plot_gridworld, run_experiment
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    from lcpo.persistence.outputs import check_output_dir
+
+    out = check_output_dir(args.out, create=True)  # before the runs: one line naming the path
     progress = None
     if not args.no_progress:
         from tqdm import tqdm

@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_resume_parser(sub)
     traces.add_parser(sub)
     info.add_parsers(sub)
-    for name in ("sweep", "report", "figure"):
+    for name in ("sweep", "report", "figure", "forgetting", "serve"):
         try:
             module = __import__(f"lcpo.cli.{name}", fromlist=["add_parser"])
         except ImportError:
@@ -41,8 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``lcpo`` command; with no command, runs the bundled default (``lcpo run``).
 
     Returns:
-        0 on success, 2 on bad input (the error is printed, no traceback; an error raised in the user's own
-        code, e.g. their environment, keeps its traceback), 130 when interrupted (Ctrl-C).
+        0 on success, 2 on bad input or a file that cannot be written (the error is printed as one line naming
+        the value or the path, no traceback; an error raised in the user's own code, e.g. their environment,
+        keeps its traceback), 130 when interrupted (Ctrl-C); a sweep stopped by a signal: 128 + the signal's
+        number (:mod:`lcpo.cli.sweep`).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -73,6 +75,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _raised_in_user_code(exc):
             raise  # a bug in the user's own environment: the traceback shows their file and line
         print(f"lcpo: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        # a file that could not be read or written after the up-front checks (lcpo.persistence.outputs): a
+        # disk that filled, a folder removed meanwhile; one line naming the file
+        if _raised_in_user_code(exc) or exc.filename is None:
+            raise
+        print(f"lcpo: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
         return 2
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from lcpo.agents import AGENTS
-from lcpo.cli.argtypes import nonneg_int, positive_int
+from lcpo.cli.argtypes import nonneg_int, parse_seeds, positive_int, seed_list
 from lcpo.cli.catalog import DEFAULT_TRACE
 
 __all__ = ["add_parser", "add_resume_parser", "cmd_resume", "cmd_run", "find_run_folders", "parse_assignments",
@@ -61,7 +61,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--agent", nargs="+", default=["lcpo"], metavar="NAME",
                    help=f"agent(s) to run one after the other: {', '.join(sorted(AGENTS))}")
     p.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS, help="environment steps per run")
-    p.add_argument("--seed", type=nonneg_int, nargs="+", default=[0], help="seed(s)")
+    p.add_argument("--seed", type=seed_list, nargs="+", default=[[0]], metavar="SEED",
+                   help="seed(s): integers and ranges, e.g. 0-15, 0 1 2 or 0-3 8; several seeds of an agent are "
+                        "trained as one population in one process (docs/population.md), unless --no-batch")
     p.add_argument("--out", type=Path, default=Path("runs"),
                    help="output folder; each run goes to OUT/<agent>-s<seed> (default: runs)")
     p.add_argument("--reset", default=None,
@@ -84,17 +86,43 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "checkpoint starts afresh (with a message). One process per run folder: a second one "
                         "is refused while the first runs")
     p.add_argument("--tensorboard", action="store_true", help="write TensorBoard logs to OUT/<run>/tb")
+    _add_population_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run)
     return p
+
+
+def _add_population_options(p) -> None:
+    p.add_argument("--no-batch", action="store_true",
+                   help="run the seeds one at a time, one process-step per seed (the runs are the same; a "
+                        "population is faster)")
+    p.add_argument("--device", default="cpu", metavar="DEVICE",
+                   help="torch device of a population's networks: cpu (default) or cuda[:N] (batch-native "
+                        "agents only)")
+
+
+def _check_device(args) -> None:
+    """Refuse a malformed ``--device`` and ``--device`` other than cpu with ``--no-batch`` (one-line errors)."""
+    dev = args.device
+    if not (dev == "cpu" or dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit())):
+        raise ValueError(f"--device {dev!r}: expected cpu, cuda or cuda:N")
+    if dev != "cpu" and args.no_batch:
+        raise ValueError(f"--device {dev} needs a population: drop --no-batch (single runs stay on the CPU)")
+    if dev != "cpu":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {dev}: no CUDA GPU here (torch.cuda.is_available() is False); use --device "
+                             "cpu")
 
 
 def cmd_run(args) -> int:
     """Execute ``lcpo run``; prints the lifelong return of every run (side by side for several agents)."""
     from lcpo.online.run import RunConfig, resume_plan
 
-    if args.out.exists() and not args.out.is_dir():
-        raise ValueError(f"--out {args.out} is an existing file, not a folder")
+    from lcpo.persistence.outputs import check_output_dir
+
+    check_output_dir(args.out)  # before any work: a one-line error naming the path (created by each run)
     overrides = parse_assignments(args.overrides, "--set")
     env_kwargs = parse_assignments(args.env_kwargs, "--env-arg")
     if len(args.agent) > 1:
@@ -103,7 +131,16 @@ def cmd_run(args) -> int:
         raise ValueError(f"--warmup {args.warmup} must be smaller than --steps {args.steps}: no episode could end "
                          "after the warm-up, and the lifelong return would be n/a")
     _check_trace_length(args)
-    reset = _preflight(args, env_kwargs)
+    _check_device(args)
+    args.seed = parse_seeds([str(s) for group in args.seed for s in group])
+    from lcpo.online.population import names_vector_env
+
+    vector = names_vector_env(args.env)
+    if vector and args.no_batch:
+        raise ValueError(f"--env {args.env} is a vector env (one sub-environment per seed): it runs as a population; "
+                         "drop --no-batch")
+    # a user's vector env runs as a population of len(--seed) seeds (the single-run checks do not apply)
+    reset = (args.reset or "end") if vector else _preflight(args, env_kwargs)
     planned = []  # every configuration is validated before the first run starts
     for agent in args.agent:
         for seed in args.seed:
@@ -115,29 +152,82 @@ def cmd_run(args) -> int:
             out = args.out / f"{agent}-s{seed}"
             plan = resume_plan(cfg, out, resume=args.resume)  # a refused resume stops everything before any run
             planned.append((agent, seed, cfg, out, plan))
-    _execute_all([(cfg, out, plan) for _, _, cfg, out, plan in planned], args.resume, not args.no_progress)
+    _execute_all([(cfg, out, plan) for _, _, cfg, out, plan in planned], args.resume, not args.no_progress,
+                 batch=not args.no_batch, device=args.device, vector=vector)
     return 0
 
 
-def _execute_all(planned: list, resume: bool, progress: bool) -> None:
-    """Execute each ``(RunConfig, out, ResumePlan)`` in turn, then print the side-by-side summary (stdout)."""
+def population_groups(planned: list, batch: bool = True) -> list[list]:
+    """Group ``(RunConfig, out, ResumePlan)`` entries into populations: runs whose configurations differ only in
+    ``seed`` form one group (in first-appearance order); with ``batch=False`` every run is a group of its own."""
+    if not batch:
+        return [[p] for p in planned]
+    groups: dict[str, list] = {}
+    for entry in planned:
+        key = json.dumps({k: v for k, v in entry[0].to_dict().items() if k != "seed"}, sort_keys=True)
+        groups.setdefault(key, []).append(entry)
+    return list(groups.values())
+
+
+def _execute_all(planned: list, resume: bool, progress: bool, batch: bool = True, device: str = "cpu",
+                 vector: bool = False) -> None:
+    """Execute the ``(RunConfig, out, ResumePlan)`` entries (runs that differ only in seed as one population,
+    :func:`lcpo.online.population.execute_population`, unless ``batch`` is False; always for a user's vector
+    env, ``vector``), then print the side-by-side summary (stdout)."""
     from lcpo.online.run import execute
 
+    say = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
     results = []
-    for cfg, out, plan in planned:
-        if plan.action == "fresh":
-            _announce_offline_training(cfg)
-        summary = execute(cfg, out, resume=resume, progress=progress,
-                          on_message=lambda msg: print(msg, file=sys.stderr))
-        results.append((cfg.agent, cfg.seed, summary, out))
-        print(f"{cfg.agent} seed {cfg.seed}: lifelong return {_fmt(summary['lifelong_return'])} over "
-              f"{_scored(summary, cfg.warmup_steps)}, {summary['steps_per_s']:.0f} steps/s -> {out}",
-              file=sys.stderr)
-    w = max([10] + [len(agent) for agent, *_ in results])
-    print(f"{'agent':<{w}} {'seed':>4} {'lifelong return':>16} {'episodes':>9} {'steps/s':>9} {'constrained':>11}")
-    for agent, seed, s, _ in results:
-        print(f"{agent:<{w}} {seed:>4} {_fmt(s['lifelong_return']):>16} {s['episodes']:>9} "
-              f"{s['steps_per_s']:>9.0f} {s['constrained_fraction']:>11.2f}")
+    for group in population_groups(planned, batch):
+        for cfg, _, plan in group:
+            if plan.action == "fresh":
+                _announce_offline_training(cfg)
+        if len(group) == 1 and device == "cpu" and not vector:
+            cfg, out, _ = group[0]
+            summaries = [execute(cfg, out, resume=resume, progress=progress, on_message=say)]
+        else:
+            from lcpo.online.population import execute_population
+
+            summaries = execute_population([g[0] for g in group], [g[1] for g in group], resume=resume,
+                                           progress=progress, on_message=say, device=device)
+        for (cfg, out, _), summary in zip(group, summaries):
+            results.append((cfg, summary, out))
+            print(f"{cfg.agent} seed {cfg.seed}: lifelong return {_fmt(summary['lifelong_return'])} over "
+                  f"{_scored(summary, cfg.warmup_steps)}, {summary['steps_per_s']:.0f} steps/s -> {out}",
+                  file=sys.stderr)
+        pops = [s["population"] for s in summaries if s.get("population")]
+        if pops and len(group) > 1:
+            p = pops[-1]
+            print(f"{group[0][0].agent}: population of {p['size']} seeds, {p['steps_per_s']:.0f} environment "
+                  f"steps/s in all ({'batch-native' if p['batch_native'] else 'generic path'}, {p['device']})",
+                  file=sys.stderr)
+    print(_results_table(results))
+
+
+def _results_table(results: list) -> str:
+    """The side-by-side table of ``(RunConfig, summary, out)`` results: agent, seed, lifelong return, episodes,
+    steps/s, constrained fraction; with ``env`` and ``trace`` columns when the runs differ in them (a sweep
+    folder given to ``lcpo resume``), and a ``run`` column (the folder's name) when rows would still look alike
+    (runs that differ only in hyperparameters)."""
+    def trace_of(cfg, summary):
+        return cfg.trace or (summary.get("trace") or {}).get("name") or "default"
+
+    keys = [("env", lambda c, s, o: c.env), ("trace", lambda c, s, o: trace_of(c, s))]
+    shown = [(name, fn) for name, fn in keys if len({fn(*r) for r in results}) > 1]
+    ids = [tuple(fn(*r) for _, fn in shown) + (r[0].agent, r[0].seed) for r in results]
+    if len(set(ids)) < len(ids):
+        shown.append(("run", lambda c, s, o: o.name))
+    cols = [(name, [str(fn(*r)) for r in results]) for name, fn in shown]
+    widths = [max([len(name)] + [len(v) for v in values]) for name, values in cols]
+    w = max([10] + [len(c.agent) for c, *_ in results])
+    lead = "".join(f"{name:<{wd}} " for (name, _), wd in zip(cols, widths))
+    lines = [f"{lead}{'agent':<{w}} {'seed':>4} {'lifelong return':>16} {'episodes':>9} {'steps/s':>9} "
+             f"{'constrained':>11}"]
+    for i, (cfg, s, _) in enumerate(results):
+        lead = "".join(f"{values[i]:<{wd}} " for (_, values), wd in zip(cols, widths))
+        lines.append(f"{lead}{cfg.agent:<{w}} {cfg.seed:>4} {_fmt(s['lifelong_return']):>16} {s['episodes']:>9} "
+                     f"{s['steps_per_s']:>9.0f} {s['constrained_fraction']:>11.2f}")
+    return "\n".join(lines)
 
 
 def add_resume_parser(subparsers) -> argparse.ArgumentParser:
@@ -153,6 +243,7 @@ def add_resume_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("folder", type=Path, help="a run folder, or a folder holding run folders")
     p.add_argument("--steps", type=positive_int, default=None,
                    help="extend each run to this many environment steps (default: the recorded steps)")
+    _add_population_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_resume)
     return p
@@ -200,6 +291,7 @@ def cmd_resume(args) -> int:
 
     from lcpo.online.run import resume_plan
 
+    _check_device(args)
     planned = []
     for run in find_run_folders(args.folder):  # every run is checked before the first one starts
         cfg = _recorded_config(run)
@@ -208,7 +300,7 @@ def cmd_resume(args) -> int:
                 raise ValueError(f"--steps {args.steps} must exceed the warm-up of {run} ({cfg.warmup_steps:,})")
             cfg = dataclasses.replace(cfg, steps=args.steps)
         planned.append((cfg, run, resume_plan(cfg, run, resume=True)))
-    _execute_all(planned, True, not args.no_progress)
+    _execute_all(planned, True, not args.no_progress, batch=not args.no_batch, device=args.device)
     return 0
 
 

@@ -57,11 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Execute a parsed ``sweep`` command; returns the exit status (1 if any run failed, 2 on a bad config)."""
+    """Execute a parsed ``sweep`` command; returns the exit status (1 if any run failed, 2 on a bad config or
+    ``--out``, 128 + the signal number when SIGINT or SIGTERM stopped it, after one line saying how to resume)."""
     from pathlib import Path
 
     from lcpo.experiments.config import ConfigError, expand, load_config
-    from lcpo.experiments.runner import run_sweep, select_runs
+    from lcpo.experiments.runner import SweepInterrupted, run_sweep, select_runs
 
     try:
         cfg = load_config(args.config, executor=args.executor)
@@ -73,8 +74,12 @@ def run(args: argparse.Namespace) -> int:
     for notice in dict.fromkeys(notices):
         print(notice, file=sys.stderr)
     out = Path(args.out or cfg.out or Path("runs") / cfg.name)
-    if out.exists() and not out.is_dir():
-        print(f"lcpo sweep: error: --out {out} is an existing file, not a folder", file=sys.stderr)
+    from lcpo.persistence.outputs import OutputError, check_output_dir
+
+    try:
+        check_output_dir(out)  # before any run: one line naming the path, nothing written
+    except OutputError as exc:
+        print(f"lcpo sweep: error: {exc}", file=sys.stderr)
         return 2
     if args.only is not None:
         try:
@@ -94,8 +99,12 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         print(f"lcpo sweep: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
         return 2
-    outcomes = run_sweep(specs, out, backend=args.backend, address=args.address, workers=args.workers,
-                         executor=args.executor, name=cfg.name, progress=not args.no_progress, only=args.only)
+    try:
+        outcomes = run_sweep(specs, out, backend=args.backend, address=args.address, workers=args.workers,
+                             executor=args.executor, name=cfg.name, progress=not args.no_progress, only=args.only)
+    except SweepInterrupted as stopped:
+        print(_stopped_line(stopped, args, out), file=sys.stderr)
+        return 128 + stopped.signum
     counts = Counter(o.status for o in outcomes)
     print(f"{len(outcomes)} runs in {out}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     for o in outcomes:
@@ -103,6 +112,27 @@ def run(args: argparse.Namespace) -> int:
             print(f"  failed: {o.error}  (see {out / 'runs' / o.run_id / 'error.json'})", file=sys.stderr)
     print(f"results: {out / 'results.parquet'}; report: lcpo report {out} --out {out / 'report'}")
     return 1 if counts.get("failed") else 0
+
+
+def _stopped_line(stopped, args: argparse.Namespace, out) -> str:
+    """The one line a stopped sweep ends with: what stopped, and the command that resumes it."""
+    import shlex
+    import signal
+
+    counts = Counter(o.status for o in stopped.outcomes)
+    how = ("killed at once (second signal): they resume from their last checkpoints" if stopped.forced
+           else "checkpointed where they stood")
+    again = ["lcpo", "sweep", args.config, "--out", str(out)]
+    for flag, value in (("--backend", args.backend if args.backend != "local" else None),
+                        ("--address", args.address), ("--workers", args.workers),
+                        ("--executor", args.executor if args.executor != "lcpo.online.run" else None)):
+        if value is not None:
+            again += [flag, str(value)]
+    for pattern in args.only or ():
+        again += ["--only", pattern]
+    return (f"lcpo sweep: stopped by {signal.Signals(stopped.signum).name}: {counts.get('interrupted', 0)} running "
+            f"run(s) {how}, {counts.get('pending', 0)} not started, {counts.get('done', 0) + counts.get('skipped', 0)} "
+            f"finished; to resume: {shlex.join(again)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

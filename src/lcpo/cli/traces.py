@@ -49,6 +49,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_make(args: argparse.Namespace) -> int:
     from lcpo.contexts import resolve_trace, save_trace
 
+    _check_out(args.out)
     trace = resolve_trace(args.name, length=args.length, seed=args.seed)
     path = save_trace(trace, args.out)
     print(f"wrote {path} ({len(trace)} x {trace.dim}, name {trace.name!r}) and {path.name}.json")
@@ -61,6 +62,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     if args.step_seconds is not None and args.length is not None:
         raise _trace_error("give --step-seconds or --length, not both")
+    _check_out(args.out)
     out = Path(args.out).resolve()
     if Path(args.file).resolve() in (out, out.with_name(out.name + ".json")):
         raise _trace_error(f"--out {args.out} would overwrite the source file {args.file}; choose another name")
@@ -78,6 +80,14 @@ def _cmd_import(args: argparse.Namespace) -> int:
     print(f"wrote {path} ({len(trace):,} x {trace.dim}, name {trace.name!r}) and {path.name}.json; use it with "
           f"--trace {path}")
     return 0
+
+
+def _check_out(out) -> None:
+    """Refuse an ``--out`` file that cannot be written before any work (one line naming it; see
+    :mod:`lcpo.persistence.outputs`)."""
+    from lcpo.persistence.outputs import check_output_file
+
+    check_output_file(out)
 
 
 def _trace_error(message: str):
@@ -151,6 +161,7 @@ def plot_traces(traces: Sequence, out: str | Path, max_points: int = MAX_PLOT_PO
 def _cmd_plot(args: argparse.Namespace) -> int:
     from lcpo.contexts import resolve_trace
 
+    _check_out(args.out)
     traces = [resolve_trace(spec, length=args.length, seed=args.seed) for spec in args.traces]
     path = plot_traces(traces, args.out)
     print(f"wrote {path}")
@@ -244,10 +255,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_parser(subparsers)
     args = parser.parse_args(["traces", *(sys.argv[1:] if argv is None else argv)])
     from lcpo.contexts import TraceError
+    from lcpo.persistence.outputs import OutputError
 
     try:
         return int(args.func(args))
-    except TraceError as exc:
+    except (TraceError, OutputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -6,8 +6,8 @@ learn what the environment declares:
 * its kind, episodic or continuing (:mod:`lcpo.envs.task`), which sets the default reset condition;
 * its context (``env.unwrapped.context_spec``, :class:`lcpo.envs.context.ContextSpec`), which LCPO's OOD
   detection needs;
-* whether it can be checkpointed (``env.unwrapped.get_state()`` / ``set_state(state)``), which checkpoints and
-  ``--resume`` need.
+* whether it can be checkpointed (``env.unwrapped.get_state()`` / ``set_state(state)``, and wrappers whose state
+  lcpo saves: :mod:`lcpo.envs.wrapper_state`), which checkpoints and ``--resume`` need.
 
 :func:`check_env` turns what is missing into an error that names it and says how to add it (or a one-line
 notice where the run can go on). :func:`run_env_kwargs` is how a run passes its trace to an environment
@@ -104,6 +104,8 @@ class EnvFacts:
         continuing: the declared kind (``metadata["continuing"]``), ``None`` if undeclared (treated as episodic).
         context: names of the declared context entries, ``None`` if the environment declares no context.
         checkpointable: ``env.unwrapped`` has both ``get_state`` and ``set_state``.
+        unsaved_wrappers: wrappers around the environment whose state a checkpoint cannot save
+            (:func:`lcpo.envs.wrapper_state.unsaved_wrappers`); checkpoints are refused while there are any.
         notices: one-line notices for the user (e.g. an undeclared kind).
     """
 
@@ -112,6 +114,7 @@ class EnvFacts:
     context: tuple[str, ...] | None
     checkpointable: bool
     notices: tuple[str, ...] = field(default=())
+    unsaved_wrappers: tuple[str, ...] = field(default=())
 
     @property
     def default_reset(self) -> str:
@@ -128,6 +131,7 @@ def inspect_env(env: str, env_kwargs: Mapping[str, Any] | None = None, trace: st
             ``metadata["continuing"]`` is not a bool.
     """
     from lcpo.envs.registration import make_env
+    from lcpo.envs.wrapper_state import unsaved_wrappers
 
     made = make_env(env, **run_env_kwargs(env, trace, trace_length, env_kwargs))
     try:
@@ -136,10 +140,11 @@ def inspect_env(env: str, env_kwargs: Mapping[str, Any] | None = None, trace: st
         spec = getattr(base, "context_spec", None)
         context = None if spec is None else tuple(spec.names)
         checkpointable = callable(getattr(base, "get_state", None)) and callable(getattr(base, "set_state", None))
+        unsaved = tuple(unsaved_wrappers(made))
     finally:
         made.close()
     notices = () if continuing is not None else (UNDECLARED_NOTICE.format(env=env),)
-    return EnvFacts(env, continuing, context, checkpointable, notices)
+    return EnvFacts(env, continuing, context, checkpointable, notices, unsaved)
 
 
 def check_env(facts: EnvFacts, reset: str, checkpoint_every: int, agents=()) -> list[str]:
@@ -155,7 +160,8 @@ def check_env(facts: EnvFacts, reset: str, checkpoint_every: int, agents=()) -> 
         One-line notices to show (nothing wrong, but worth saying).
 
     Raises:
-        ValueError: checkpoints requested from an environment without ``get_state``/``set_state``, or an agent
+        ValueError: checkpoints requested from an environment without ``get_state``/``set_state`` or with a
+            wrapper whose state cannot be saved (:mod:`lcpo.envs.wrapper_state`, named), or an agent
             that detects OOD contexts on an environment that declares no context; the message says how to add
             what is missing.
     """
@@ -178,6 +184,12 @@ def check_env(facts: EnvFacts, reset: str, checkpoint_every: int, agents=()) -> 
             "--resume save the environment's state with them: add get_state() -> dict (its dynamics state, step "
             f"counters, trace position, np_random state) and set_state(dict) (see {_GUIDE}), or run with "
             "--checkpoint-every 0 (sweeps: checkpoint_every = 0)")
+    if checkpoint_every and facts.unsaved_wrappers:
+        raise ValueError(
+            f"environment {facts.env!r} cannot be checkpointed: its wrapper(s) {', '.join(facts.unsaved_wrappers)} "
+            "hold state that a checkpoint would not save, so a resumed run would differ from an uninterrupted "
+            "one. Give the wrapper get_state() -> dict and set_state(dict), apply it inside the environment, or "
+            f"run with --checkpoint-every 0 (sweeps: checkpoint_every = 0) (see {_GUIDE})")
     if facts.continuing and reset == "end":
         notices.append(f"lcpo: note: {facts.env} is a continuing task: with reset 'end' no episode ever ends and "
                        "the lifelong return is n/a; its default is 'never' (rows of "

@@ -26,7 +26,7 @@ import sys
 
 import gymnasium as gym
 
-__all__ = ["ENV_IDS", "check_env_name", "make_env", "register_envs", "user_module"]
+__all__ = ["ENV_IDS", "VECTOR_ENTRY_POINTS", "check_env_name", "make_env", "register_envs", "user_module"]
 
 #: id -> entry point ("module:callable"). Each callable returns the fully wrapped environment.
 ENV_IDS: dict[str, str] = {
@@ -41,6 +41,12 @@ ENV_IDS: dict[str, str] = {
     "lcpo/ContinuingChain-v0": "lcpo.envs.chain:make_continuing_chain",
 }
 
+#: id -> vector entry point (``gymnasium.make_vec(id, num_envs=N, vectorization_mode="vector_entry_point",
+#: env_kwargs=[...])``; see :mod:`lcpo.envs.vector`)
+VECTOR_ENTRY_POINTS: dict[str, str] = {
+    "lcpo/WindyPendulum-v0": "lcpo.envs.windy_pendulum_vector:make_windy_pendulum_vector",
+}
+
 
 def register_envs() -> None:
     """Register all ids in :data:`ENV_IDS` (idempotent).
@@ -52,7 +58,8 @@ def register_envs() -> None:
     """
     for env_id, entry in ENV_IDS.items():
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=entry, disable_env_checker=True)
+            gym.register(id=env_id, entry_point=entry, vector_entry_point=VECTOR_ENTRY_POINTS.get(env_id),
+                         disable_env_checker=True)
 
 
 def user_module(name: str) -> str | None:

@@ -15,7 +15,8 @@ _EXPORTS = {
     "ConfigError": "config", "RunSpec": "config", "SweepConfig": "config", "expand": "config",
     "load_config": "config", "make_run_id": "config", "parse_config": "config",
     "RunFailed": "runner", "RunOutcome": "runner", "run_one": "runner", "run_sweep": "runner",
-    "MeanCI": "stats", "mean_ci": "stats", "normalize_scores": "stats",
+    "MeanCI": "stats", "mean_ci": "stats", "normalize_scores": "stats", "t_interval": "stats",
+    "welch_test": "stats", "holm": "stats", "iqm_ci": "stats", "poi_ci": "stats",
     "collect": "store", "load_store": "store", "write_store": "store",
     "report": "report", "write_report": "report",
 }

@@ -101,8 +101,8 @@ class SweepConfig:
         per_trace: trace -> ``{"steps", "trace_length", "warmup_steps"}`` (any subset), overriding the global
             values for runs on that trace (paper: traces 1-2 run 20M steps, traces 3-4 8M).
         out: default output folder (the CLI's ``--out`` wins), or ``None``.
-        probe_every: steps between policy snapshots for the forgetting measurement (``lcpo.experiments.forgetting``;
-            0 or absent: none).
+        probe_every: steps between policy probes for the drift diagnostic (``lcpo.experiments.drift``; 0 or
+            absent: none). Not needed for forgetting: every run keeps compact snapshots (``snapshots.npz``).
         diagnostics_every: steps per row of each run's ``diagnostics.csv``; ``None`` keeps the executor's
             default (and leaves the key out of the run config).
     """

@@ -15,24 +15,35 @@ enforces it), and one writer per run folder: a task holds its run folder's lock
 (:class:`lcpo.persistence.runlock.RunLock`) while it runs, and a second copy of the same task (Dask re-running a task whose
 first copy is still alive) waits for that lock, then finds the run finished (or resumes it from its checkpoint).
 
-Backends: ``local`` (``concurrent.futures.ProcessPoolExecutor``, spawn start method, one run per worker
-process, default one worker per core) and ``dask`` (``dask.distributed``: an existing scheduler at
-``address``, or a ``LocalCluster`` bound to 127.0.0.1; tasks are submitted with ``retries=2`` so Dask
-re-runs a task whose worker died or that raised, and the re-run resumes from the run's checkpoint).
+Backends: ``local`` (worker processes of this module, spawn start method, one run at a time per worker,
+default one worker per core) and ``dask`` (``dask.distributed``: an existing scheduler at ``address``, or a
+``LocalCluster`` bound to 127.0.0.1; tasks are submitted with ``retries=2`` so Dask re-runs a task whose worker
+died or that raised, and the re-run resumes from the run's checkpoint).
+
+Stopping (docs/experiments.md, "Stopping a sweep"): the first SIGINT (Ctrl-C) or SIGTERM, sent to the sweep
+process alone or to its whole process group, stops the sweep: no new run starts, each running run writes a
+checkpoint where it stands and stops (within :data:`lcpo.online.run.STOP_POLL_STEPS` steps), every worker
+exits and is reaped, and :func:`run_sweep` raises :class:`SweepInterrupted` (``lcpo sweep`` prints one line
+saying how to resume and exits with 128 + the signal number). A second signal kills the workers at once
+(their runs resume from their last periodic checkpoint). Local workers ignore SIGINT (a Ctrl-C reaches the
+whole group; the sweep process decides), take SIGTERM as a stop request, and stop by themselves when the sweep
+process is gone, so none outlives it.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import fcntl
 import fnmatch
 import importlib
 import json
 import multiprocessing
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,8 +51,8 @@ from typing import Any
 
 from lcpo.experiments.config import DEFAULT_EXECUTOR, RunSpec
 
-__all__ = ["BACKENDS", "RunFailed", "RunOutcome", "run_dir", "run_one", "run_sweep", "select_runs",
-           "write_json_atomic"]
+__all__ = ["BACKENDS", "RunFailed", "RunOutcome", "SweepInterrupted", "run_dir", "run_one", "run_sweep",
+           "select_runs", "write_json_atomic"]
 
 BACKENDS = ("local", "dask")
 
@@ -50,14 +61,31 @@ class RunFailed(RuntimeError):
     """A run raised; the message holds the run id, the error and the remote traceback."""
 
 
+class SweepInterrupted(KeyboardInterrupt):
+    """A sweep stopped by SIGINT or SIGTERM (:func:`run_sweep`).
+
+    Attributes:
+        signum: the first signal received (``signal.SIGINT`` or ``signal.SIGTERM``).
+        forced: a second signal came, and the workers were killed without a final checkpoint.
+        outcomes: one :class:`RunOutcome` per spec, in spec order; runs that were stopped have status
+            ``"interrupted"``, those never started ``"pending"``.
+    """
+
+    def __init__(self, signum: int, forced: bool, outcomes: list):
+        self.signum, self.forced, self.outcomes = int(signum), bool(forced), list(outcomes)
+        super().__init__(f"sweep stopped by {signal.Signals(signum).name}")
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     """What happened to one spec in one sweep invocation.
 
     Attributes:
         run_id: the spec's id.
-        status: ``"done"`` (finished now), ``"skipped"`` (finished before), ``"failed"``, or ``"deselected"``
-            (unfinished and matched by none of the sweep's ``only`` patterns: not started).
+        status: ``"done"`` (finished now), ``"skipped"`` (finished before), ``"failed"``, ``"deselected"``
+            (unfinished and matched by none of the sweep's ``only`` patterns: not started), and for a sweep
+            stopped by a signal (:class:`SweepInterrupted`) ``"interrupted"`` (stopped at a checkpoint) or
+            ``"pending"`` (not started).
         wall_time_s: the run's ``wall_time_s`` from its summary (0 for skipped, failed and deselected runs).
         error: the error message for a failed run, else ``None``.
     """
@@ -95,7 +123,8 @@ def _limit_threads() -> None:
             torch.set_num_threads(1)
 
 
-def run_one(config: dict[str, Any], out_dir: str, executor: str = DEFAULT_EXECUTOR) -> dict[str, Any]:
+def run_one(config: dict[str, Any], out_dir: str, executor: str = DEFAULT_EXECUTOR,
+            should_stop: Callable[[], bool] | None = None, stop_event: str | None = None) -> dict[str, Any]:
     """Run one spec in the current process (the task a worker executes).
 
     Takes the run folder's lock (waiting while another process or thread holds it: never two copies of one
@@ -107,9 +136,14 @@ def run_one(config: dict[str, Any], out_dir: str, executor: str = DEFAULT_EXECUT
         config: the resolved run config (``RunConfig.to_dict`` form).
         out_dir: the run folder.
         executor: module path, default ``lcpo.online.run``.
+        should_stop: a stop request, polled by the run (passed to the executor's ``execute`` when it takes a
+            ``should_stop`` argument; see :func:`lcpo.online.run.execute`).
+        stop_event: the name of a ``dask.distributed.Event`` that stops the run once set (the Dask backend; asked
+            at most once a second); a run whose event is set before it starts is not started.
 
     Returns:
-        The run's summary dict.
+        The run's summary dict; ``{"interrupted_at": step}`` for a run stopped by a stop request, and
+        ``{"not_started": True}`` for one whose stop request came before it started.
 
     Raises:
         RunFailed: if the executor raised; ``out_dir/error.json`` then holds the error and traceback.
@@ -117,6 +151,10 @@ def run_one(config: dict[str, Any], out_dir: str, executor: str = DEFAULT_EXECUT
     from lcpo.persistence.runlock import RunLock
 
     _limit_threads()
+    if stop_event is not None:
+        should_stop = _dask_stop_check(stop_event)
+        if should_stop():
+            return {"not_started": True}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with RunLock(out, wait=True):
@@ -124,7 +162,9 @@ def run_one(config: dict[str, Any], out_dir: str, executor: str = DEFAULT_EXECUT
         try:
             module = importlib.import_module(executor)
             run_config = module.RunConfig.from_dict(config)
-            summary = module.execute(run_config, out, resume=True, progress=False)
+            extra = {"should_stop": should_stop} if should_stop is not None and _takes(module.execute,
+                                                                                     "should_stop") else {}
+            summary = module.execute(run_config, out, resume=True, progress=False, **extra)
             return dict(summary)
         except Exception as exc:  # noqa: BLE001 - recorded in error.json and re-raised as RunFailed
             tb = traceback.format_exc()
@@ -133,6 +173,38 @@ def run_one(config: dict[str, Any], out_dir: str, executor: str = DEFAULT_EXECUT
                 "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": os.uname().nodename, "pid": os.getpid(),
             })
             raise RunFailed(f"{out.name}: {type(exc).__name__}: {exc}\n{tb}") from None
+
+
+def _takes(fn: Callable, name: str) -> bool:
+    """Whether ``fn`` accepts keyword argument ``name`` (or any keyword)."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _dask_stop_check(name: str) -> Callable[[], bool]:
+    """A ``should_stop`` for a Dask task: is the ``dask.distributed.Event`` ``name`` set (asked of the scheduler
+    at most once a second; once set, always True)."""
+    from dask.distributed import Event
+
+    event = Event(name)
+    state = {"next": 0.0, "set": False}
+
+    def should_stop() -> bool:
+        now = time.monotonic()
+        if not state["set"] and now >= state["next"]:
+            state["next"] = now + 1.0
+            try:
+                state["set"] = bool(event.is_set())
+            except Exception:  # noqa: BLE001 - scheduler unreachable: it is going away, so stop
+                state["set"] = True
+        return state["set"]
+
+    return should_stop
 
 
 def select_runs(specs: Sequence[RunSpec], patterns: Sequence[str]) -> list[RunSpec]:
@@ -180,6 +252,30 @@ def _is_finished(runs_dir: Path, run_id: str) -> bool:
     return (run_dir(runs_dir, run_id) / "summary.json").is_file()
 
 
+def _changed_settings(spec: RunSpec, runs_dir: Path) -> list[tuple[str, Any, Any]]:
+    """``[(key, sweep's value, run's value), ...]`` where the configuration a finished run's ``summary.json``
+    records differs from the sweep's spec (e.g. ``steps`` after ``lcpo resume RUNS_DIR --steps N``); keys on one
+    side only are not compared (defaults an executor leaves out)."""
+    try:
+        ran = json.loads((run_dir(runs_dir, spec.run_id) / "summary.json").read_text()).get("config")
+    except (OSError, ValueError, AttributeError):
+        return []  # unreadable: the store reports it
+    if not isinstance(ran, dict):
+        return []
+    want = json.loads(json.dumps(dict(spec.config), default=str))
+    return [(k, want[k], ran[k]) for k in sorted(set(want) & set(ran)) if want[k] != ran[k]]
+
+
+def _changed_warning(changed: list[tuple[str, list]], runs_dir: Path) -> str:
+    """One line about finished runs whose settings no longer match the sweep config."""
+    kinds = sorted({", ".join(f"{k} {json.dumps(a)} -> {json.dumps(b)}" for k, a, b in diffs) for _, diffs in changed})
+    shown = "; ".join(kinds[:3]) + (f"; and {len(kinds) - 3} more" if len(kinds) > 3 else "")
+    return (f"lcpo sweep: warning: {len(changed)} finished run(s) in {runs_dir} ran with other settings than this "
+            f"config ({shown}; e.g. {changed[0][0]}), changed after the sweep ran them (`lcpo resume --steps`); "
+            "they are skipped and kept as they ran, and results.parquet records the settings each one ran with. "
+            "To run this config as it is, use another --out")
+
+
 class _Progress:
     """tqdm bar over all specs with done/running/failed counts; tqdm's rate gives the ETA."""
 
@@ -218,68 +314,327 @@ def _default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _run_local(todo: Sequence[RunSpec], runs_dir: Path, executor: str, workers: int,
-               on_result: Callable[[RunSpec, Any, BaseException | None], None]) -> None:
-    ctx = multiprocessing.get_context("spawn")
-    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+class _Stop:
+    """The sweep process's SIGINT/SIGTERM handling: the first signal asks the workers to stop (no new run
+    starts; running runs checkpoint and return), the second kills them at once."""
+
+    def __init__(self):
+        self.count = 0
+        self.signum: int | None = None
+        self.announced = 0
+        self.on_request: list[Callable[[], None]] = []  # called (from the handler) on the first signal
+        self.on_force: list[Callable[[], None]] = []  # called on the second
+        self._old: dict[int, Any] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.count >= 1
+
+    @property
+    def forced(self) -> bool:
+        return self.count >= 2
+
+    def handler(self, signum, frame) -> None:
+        self.count += 1
+        if self.signum is None:
+            self.signum = signum
+        for fn in (self.on_request if self.count == 1 else self.on_force if self.count == 2 else ()):
+            fn()
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signals reach the main thread only; a sweep run from a thread stops with its caller
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.signal(sig, self.handler)
+
+    def restore(self) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
+
+    def announce(self, write: Callable[[str], None]) -> None:
+        """One line on stderr per signal, written from the main loop (not from the handler)."""
+        if self.count > self.announced:
+            self.announced = self.count
+            name = signal.Signals(self.signum).name
+            if self.count == 1:
+                write(f"lcpo sweep: {name}: stopping; no new run starts, the running runs write a checkpoint and "
+                      "stop (a second Ctrl-C or SIGTERM stops at once)")
+            elif self.count == 2:
+                write("lcpo sweep: second signal: stopping the workers now")
+
+
+def _local_worker(conn, stop_flag, parent_pid: int) -> None:
+    """A local worker process: runs the tasks the sweep process sends over ``conn`` one at a time.
+
+    SIGINT is ignored (the sweep process decides what a Ctrl-C to the group means); SIGTERM, the sweep
+    process's shared ``stop_flag`` or the sweep process's death stop the current run at its next poll
+    (it checkpoints first) and end the worker, which then leaves with :func:`_exit_now`.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    term = [False]
+
+    def on_term(signum, frame):
+        term[0] = True
+
+    signal.signal(signal.SIGTERM, on_term)
+
+    def should_stop() -> bool:
+        return term[0] or stop_flag.value != 0 or os.getppid() != parent_pid
+
     try:
-        futures = {}
-        for spec in todo:
-            fut = pool.submit(run_one, dict(spec.config), str(run_dir(runs_dir, spec.run_id)), executor)
-            futures[fut] = spec
-        for fut in cf.as_completed(futures):
-            spec = futures[fut]
-            summary = None
+        while not should_stop():
+            if not conn.poll(0.2):
+                continue
+            task = conn.recv()
+            if task is None:
+                break
+            config, out_dir, executor = task
             try:
-                summary = fut.result()
-                exc = None
-            except Exception as err:  # noqa: BLE001 - a failed run must not stop the sweep
-                exc = err
-                if isinstance(err, cf.process.BrokenProcessPool):
-                    exc = RunFailed(f"{spec.run_id}: a worker process died ({err}); run the sweep again "
-                                    "to resume")
-            on_result(spec, summary, exc)
+                conn.send(("ok", run_one(config, out_dir, executor, should_stop=should_stop)))
+            except Exception as exc:  # noqa: BLE001 - sent to the sweep process, which records it
+                msg = str(exc) if isinstance(exc, RunFailed) else f"{Path(out_dir).name}: {type(exc).__name__}: {exc}"
+                conn.send(("error", msg))
+    except (EOFError, OSError):
+        pass  # the sweep process is gone
+    finally:
+        conn.close()
+    _exit_now()  # every result is on disk: skip the interpreter's teardown (seconds once torch is imported)
+
+
+def _stop_resource_tracker() -> None:
+    """Stop (and reap) multiprocessing's resource tracker once every worker has exited, so that this process
+    leaves no child behind; it restarts by itself if multiprocessing needs it again."""
+    from multiprocessing import resource_tracker
+
+    tracker = getattr(resource_tracker, "_resource_tracker", None)
+    stop = getattr(tracker, "_stop", None)
+    if callable(stop) and not multiprocessing.active_children():
+        try:
+            stop()
+        except Exception:  # noqa: BLE001 - private API: at worst the tracker exits with this process
+            pass
+
+
+@dataclass
+class _Worker:
+    proc: Any
+    conn: Any
+    spec: RunSpec | None = None
+
+
+def _run_local(todo: Sequence[RunSpec], runs_dir: Path, executor: str, workers: int,
+               on_result: Callable[[RunSpec, Any, BaseException | None], None], stop: _Stop,
+               write: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr)) -> None:
+    """Run ``todo`` on ``workers`` spawned worker processes (:func:`_local_worker`), one run each at a time,
+    in order; a worker that dies fails its run and is replaced. Stops as :class:`_Stop` says; returns once every
+    worker has exited and been reaped."""
+    from multiprocessing.connection import wait
+
+    ctx = multiprocessing.get_context("spawn")
+    flag = ctx.RawValue("b", 0)  # shared memory, no lock: the workers only read it
+    pending = deque(todo)
+    pool: list[_Worker] = []
+
+    def request() -> None:
+        flag.value = 1
+
+    def force() -> None:
+        flag.value = 1
+        for w in pool:
+            if w.proc.is_alive():
+                w.proc.kill()
+
+    stop.on_request.append(request)
+    stop.on_force.append(force)
+
+    def start_worker() -> None:
+        parent_conn, child_conn = ctx.Pipe()
+        proc = ctx.Process(target=_local_worker, args=(child_conn, flag, os.getpid()), name="lcpo-sweep-worker")
+        # the child inherits an ignored SIGINT from its start (Python keeps it ignored), so a Ctrl-C to the
+        # group while it starts up prints no traceback. Meanwhile this process blocks the two signals: Linux
+        # keeps a blocked signal pending even while it is ignored, and delivers it to the handler restored below
+        old = None
+        if stop._old:
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            proc.start()
+        finally:
+            if old is not None:
+                signal.signal(signal.SIGINT, old)
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        child_conn.close()
+        pool.append(_Worker(proc, parent_conn))
+
+    def finish(w: _Worker, summary: Any, exc: BaseException | None) -> None:
+        spec, w.spec = w.spec, None
+        on_result(spec, summary, exc)
+
+    try:
+        for _ in range(min(workers, len(pending))):
+            start_worker()
+        while True:
+            if not stop.requested:
+                for w in pool:
+                    if w.spec is None and pending and w.proc.is_alive():
+                        spec = pending.popleft()
+                        try:
+                            w.conn.send((dict(spec.config), str(run_dir(runs_dir, spec.run_id)), executor))
+                            w.spec = spec
+                        except OSError:
+                            pending.appendleft(spec)  # the worker died meanwhile: replaced below
+            busy = [w for w in pool if w.spec is not None]
+            stop.announce(write)
+            if not busy and (stop.requested or not pending):
+                break
+            wait([w.conn for w in busy] + [w.proc.sentinel for w in pool], timeout=0.5)
+            for w in list(pool):
+                if w.spec is not None and w.conn.poll():
+                    try:
+                        kind, payload = w.conn.recv()
+                    except (EOFError, OSError):
+                        kind, payload = None, None
+                    if kind == "ok":
+                        finish(w, payload, None)
+                    elif kind == "error":
+                        finish(w, None, RunFailed(payload))
+                if not w.proc.is_alive():
+                    w.proc.join()
+                    pool.remove(w)
+                    w.conn.close()
+                    if w.spec is not None:
+                        if stop.requested:
+                            finish(w, {"interrupted_at": None}, None)
+                        else:
+                            finish(w, None, RunFailed(f"{w.spec.run_id}: its worker process died (exit code "
+                                                      f"{w.proc.exitcode}); run the sweep again to resume it"))
+                    if pending and not stop.requested and len(pool) < workers:
+                        start_worker()
     except BaseException:
-        # Ctrl-C or an error in the sweep itself: do not start queued runs; running ones stop with the
-        # process group (or finish), and a re-run resumes them from their checkpoints.
-        pool.shutdown(wait=False, cancel_futures=True)
+        flag.value = 1  # an error in the sweep process itself: the workers checkpoint and stop
         raise
-    pool.shutdown(wait=True)
+    finally:
+        for w in pool:
+            try:
+                if w.spec is None and w.proc.is_alive():
+                    w.conn.send(None)
+            except OSError:
+                pass
+        deadline = time.monotonic() + (2.0 if stop.forced else 60.0)
+        for w in pool:
+            w.proc.join(max(0.0, deadline - time.monotonic()))
+            if w.proc.is_alive():
+                w.proc.kill()
+                w.proc.join()
+            w.conn.close()
+        stop.on_request.remove(request)
+        stop.on_force.remove(force)
+        _stop_resource_tracker()
 
 
 def _run_dask(todo: Sequence[RunSpec], runs_dir: Path, executor: str, workers: int, address: str | None,
-              on_result: Callable[[RunSpec, Any, BaseException | None], None],
-              on_slots: Callable[[int], None] = lambda n: None) -> None:
-    from dask.distributed import Client, LocalCluster, as_completed
+              on_result: Callable[[RunSpec, Any, BaseException | None], None], stop: _Stop,
+              on_slots: Callable[[int], None] = lambda n: None,
+              write: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr)) -> None:
+    """Run ``todo`` as Dask tasks. A stop request sets a ``dask.distributed.Event`` that every task polls
+    (:func:`run_one`): queued tasks return without starting, running ones checkpoint and return. The
+    ``LocalCluster`` this starts (no ``address``) has workers that exit at once when it closes
+    (:func:`_fast_exit_plugin`), so its nannies do not have to kill them."""
+    import uuid
+
+    from dask.distributed import Client, Event, LocalCluster, wait
 
     cluster = None
     if address is None:
         cluster = LocalCluster(host="127.0.0.1", n_workers=workers, threads_per_worker=1, processes=True,
                                dashboard_address=None)
         client = Client(cluster)
+        client.register_plugin(_fast_exit_plugin())
     else:
         client = Client(address)
+    event_name = f"lcpo-sweep-stop-{uuid.uuid4().hex}"
     try:
+        event = Event(event_name, client=client)
         on_slots(sum(client.nthreads().values()) or workers)  # for the "running" count of the progress bar
         futures = {}
         for rank, spec in enumerate(todo):
-            # priority: Dask starts higher first (the local pool is FIFO), so the sweep's / --only's order holds
+            # priority: Dask starts higher first, so the sweep's / --only's order holds
             fut = client.submit(run_one, dict(spec.config), str(run_dir(runs_dir, spec.run_id)), executor,
-                                retries=2, pure=False, priority=len(todo) - rank)
+                                stop_event=event_name, retries=2, pure=False, priority=len(todo) - rank)
             futures[fut] = spec
-        for fut in as_completed(list(futures)):
-            spec = futures[fut]
-            summary = None
+        remaining = set(futures)
+        event_set = False
+        while remaining:
+            stop.announce(write)
+            if stop.forced:
+                break
+            if stop.requested and not event_set:
+                event.set()
+                event_set = True
             try:
-                summary = fut.result()
-                exc = None
-            except Exception as err:  # noqa: BLE001 - KilledWorker, RunFailed: record, continue
-                exc = err
-            on_result(spec, summary, exc)
+                done, _ = wait(list(remaining), timeout=0.5, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                continue
+            for fut in done:
+                remaining.discard(fut)
+                spec = futures[fut]
+                summary = None
+                try:
+                    summary = fut.result()
+                    exc = None
+                except Exception as err:  # noqa: BLE001 - KilledWorker, RunFailed: record, continue
+                    exc = err
+                on_result(spec, summary, exc)
+        if stop.forced:
+            client.cancel(list(remaining))
+            for fut in remaining:
+                on_result(futures[fut], {"interrupted_at": None}, None)
     finally:
+        _close_dask(client, cluster)
+
+
+def _fast_exit_plugin():
+    """A Dask worker plugin for the LocalCluster a sweep starts: when the worker process ends, it flushes its
+    output and logs and leaves with ``os._exit(0)``, skipping the interpreter's teardown (several seconds after
+    torch was imported, on a busy machine), which otherwise outlasts the nanny's 4-second wait and ends every
+    sweep with "Worker process still alive after 4.0 seconds, killing". Every result is on disk (atomically
+    written, fsynced) before a task returns, so nothing is lost."""
+    from dask.distributed import WorkerPlugin
+
+    class FastExit(WorkerPlugin):
+        name = "lcpo-fast-exit"
+
+        def setup(self, worker) -> None:
+            import atexit
+
+            atexit.register(_exit_now)
+
+    return FastExit()
+
+
+def _exit_now() -> None:
+    """Flush stdout, stderr and the logs, then end the process with ``os._exit(0)`` (no interpreter teardown)."""
+    import logging
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream: nothing to flush
+            pass
+    logging.shutdown()
+    os._exit(0)
+
+
+def _close_dask(client, cluster) -> None:
+    """Close the Dask client, then the LocalCluster this sweep started (its workers exit at once:
+    :func:`_fast_exit_plugin`)."""
+    try:
         client.close()
+    finally:
         if cluster is not None:
             cluster.close()
+            _stop_resource_tracker()
 
 
 def _lock(runs_dir: Path):
@@ -324,6 +679,9 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
         ValueError: for an unknown backend, a non-positive ``workers``, ``address`` without the dask backend,
             duplicate run ids, or an ``only`` pattern that matches no run id.
         lcpo.persistence.runlock.RunFolderBusy: (a RuntimeError) if another sweep holds the folder's lock.
+        SweepInterrupted: (a KeyboardInterrupt) the sweep was stopped by SIGINT or SIGTERM (see the module
+            docstring); every worker has exited, the store is written (unless a second signal came), and its
+            ``outcomes`` say which runs were stopped and which never started.
     """
     specs = list(specs)
     if backend not in BACKENDS:
@@ -336,8 +694,9 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
     if len(set(ids)) != len(ids):
         raise ValueError("duplicate run ids in specs")
     order = specs if only is None else select_runs(specs, only)
-    runs_dir = Path(runs_dir)
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    from lcpo.persistence.outputs import check_output_dir
+
+    runs_dir = check_output_dir(runs_dir, "sweep folder", create=True)
     lock = _lock(runs_dir)
     try:
         write_json_atomic(runs_dir / "sweep.json", {
@@ -345,9 +704,15 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
             "specs": [{"run_id": s.run_id, "config": dict(s.config)} for s in specs],
         })
         outcomes: dict[str, RunOutcome] = {}
+        changed = []
         for spec in specs:
             if _is_finished(runs_dir, spec.run_id):
                 outcomes[spec.run_id] = RunOutcome(spec.run_id, "skipped")
+                diffs = _changed_settings(spec, runs_dir)
+                if diffs:
+                    changed.append((spec.run_id, diffs))
+        if changed:
+            print(_changed_warning(changed, runs_dir), file=sys.stderr)
         todo = [spec for spec in order if spec.run_id not in outcomes]
         selected = {spec.run_id for spec in todo}
         for spec in specs:
@@ -359,6 +724,10 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
         bar = _Progress(shown, shown - len(todo), n_workers, progress)
 
         def on_result(spec: RunSpec, summary: Any, exc: BaseException | None) -> None:
+            if exc is None and summary is not None and ("interrupted_at" in summary or "not_started" in summary):
+                status = "pending" if "not_started" in summary else "interrupted"
+                outcomes[spec.run_id] = RunOutcome(spec.run_id, status)
+                return
             if exc is None:
                 wall = float((summary or {}).get("wall_time_s") or 0.0)
                 outcomes[spec.run_id] = RunOutcome(spec.run_id, "done", wall)
@@ -372,21 +741,33 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
                 bar.bar.write(f"run failed: {msg}", file=sys.stderr)
             bar.update(exc is None)
 
+        stop = _Stop()
+
+        def write(msg: str) -> None:
+            bar.bar.write(msg, file=sys.stderr)
+
+        stop.install()
         try:
             if todo:
                 if backend == "local":
-                    _run_local(todo, runs_dir, executor, n_workers, on_result)
+                    _run_local(todo, runs_dir, executor, n_workers, on_result, stop, write)
                 else:
                     def on_slots(n: int) -> None:
                         bar.workers = max(1, n)
 
-                    _run_dask(todo, runs_dir, executor, n_workers, address, on_result, on_slots)
+                    _run_dask(todo, runs_dir, executor, n_workers, address, on_result, stop, on_slots, write)
         finally:
+            stop.restore()
             bar.close()
-        if write_store:
+        for spec in todo:
+            outcomes.setdefault(spec.run_id, RunOutcome(spec.run_id, "pending"))
+        result = [outcomes[s.run_id] for s in specs]
+        if write_store and not stop.forced:
             from lcpo.experiments.store import write_store as _write_store
             _write_store(runs_dir, [s.run_id for s in specs])
-        return [outcomes[s.run_id] for s in specs]
+        if stop.requested:
+            raise SweepInterrupted(stop.signum, stop.forced, result)
+        return result
     finally:
         lock.close()
 

@@ -9,7 +9,8 @@ run_id                 folder name under ``RUNS_DIR/runs``
 status                 ``done`` (summary.json present), ``failed`` (error.json), ``missing`` (neither)
 env, trace, agent      from the resolved config (a run without a named trace: the trace its summary
                        records, e.g. ``ndbc-46002`` for ``lcpo run``'s default)
-trace_length, steps,   from the resolved config (``steps`` is the budget; ``steps_done`` what ran)
+trace_length, steps,   from the configuration the run ran with (its summary's; else the sweep's spec):
+                       ``steps`` is the budget, ``steps_done`` what ran
 warmup_steps, reset,
 seed
 scheme                 agent plus its overrides, e.g. ``lcpo[ood_threshold=0.5]``; the report's column
@@ -22,6 +23,8 @@ wall_time_s,
 steps_per_s,
 constrained_fraction,
 ood_fraction
+code_commit,           the git commit and dirty flag the run recorded (summary.json ``code``,
+code_dirty             :mod:`lcpo.persistence.provenance`); None for runs that recorded none
 diag/<column>          mean of each numeric column of the run's diagnostics.csv
 error                  first line of error.json's message for failed runs
 =====================  ==========================================================================
@@ -122,9 +125,13 @@ def _run_row(runs_dir: Path, run_id: str, config: dict | None) -> dict[str, Any]
     folder = runs_root(runs_dir) / run_id
     summary = _read_json(folder / "summary.json")
     error = _read_json(folder / "error.json")
+    if isinstance((summary or {}).get("config"), dict):
+        # what the run ran with: a finished run extended after its sweep (`lcpo resume RUNS_DIR --steps N`)
+        # records its new steps, and its row must not pair the sweep's steps with the longer run's results
+        config = summary["config"]
     if config is None:
         written = _read_json(folder / "config.json") or {}
-        config = (summary or {}).get("config") or (error or {}).get("config") or written.get("run", written or None)
+        config = (error or {}).get("config") or written.get("run", written or None)
         if config is None:
             raise ValueError(f"{folder}: no config (no sweep.json entry, config.json, summary or error)")
     row: dict[str, Any] = {"run_id": run_id}
@@ -141,6 +148,9 @@ def _run_row(runs_dir: Path, run_id: str, config: dict | None) -> dict[str, Any]
     for key in SUMMARY_FIELDS:
         value = (summary or {}).get(key, np.nan)
         row["steps_done" if key == "steps" else key] = np.nan if value is None else value
+    code = (summary or {}).get("code") or {}
+    row["code_commit"] = code.get("commit") or None  # None: the run recorded no commit (older runs, no git)
+    row["code_dirty"] = code.get("dirty")
     if summary is not None:
         row.update(_diagnostic_means(folder / "diagnostics.csv"))
     row["error"] = (error or {}).get("error", "").split("\n", 1)[0] if error is not None else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["RolloutBuffer"]
+__all__ = ["RolloutBuffer", "SeedRollout"]
 
 
 class RolloutBuffer:
@@ -68,3 +68,104 @@ class RolloutBuffer:
         self.ptr = int(state["ptr"])
         for f in self._FIELDS:
             getattr(self, f)[: self.ptr] = state[f]
+
+
+class SeedRollout:
+    """Rollout batches of N seeds on a leading seed axis: seed ``k``'s batch is row ``k`` of every array.
+
+    Arrays as :class:`RolloutBuffer`'s with a leading ``(N,)`` axis (``obs (N, size, obs_dim)``, ...); ``ptr``
+    is ``(N,)`` int64, one fill pointer per seed (seeds fill in step but a seed's state may be loaded from a solo
+    run mid-rollout). :meth:`seed` gives seed ``k``'s batch as a :class:`RolloutBuffer` whose arrays are views of
+    row ``k`` (its ``add``/``state_dict`` read and write the stack).
+
+    Args:
+        n_seeds: N.
+        size: transitions per batch.
+        obs_dim: observation size.
+        action_dims: action dimensions ``D``.
+    """
+
+    _FIELDS = RolloutBuffer._FIELDS
+
+    def __init__(self, n_seeds: int, size: int, obs_dim: int, action_dims: int):
+        self.n, self.size = int(n_seeds), int(size)
+        self.obs = np.zeros((self.n, self.size, obs_dim), dtype=np.float32)
+        self.next_obs = np.zeros((self.n, self.size, obs_dim), dtype=np.float32)
+        self.actions = np.zeros((self.n, self.size, action_dims), dtype=np.int64)
+        self.rewards = np.zeros((self.n, self.size), dtype=np.float64)
+        self.terminated = np.zeros((self.n, self.size), dtype=bool)
+        self.truncated = np.zeros((self.n, self.size), dtype=bool)
+        self.policy_mask = np.ones((self.n, self.size), dtype=bool)
+        self.gammas = np.zeros((self.n, self.size), dtype=np.float64)
+        self.ptr = np.zeros(self.n, dtype=np.int64)
+        self._rows = np.arange(self.n)
+        self._views = [_SeedRolloutView(self, k) for k in range(self.n)]
+
+    def add_batch(self, obs, actions, rewards, next_obs, terminated, truncated, gammas, policy_mask) -> None:
+        """Store one transition per seed (``(N, ...)`` arrays) at each seed's next slot.
+
+        Raises:
+            OverflowError: if a seed's batch is full (naming the seed slot).
+        """
+        i = self.ptr
+        if self.n == 1:  # one seed: basic indexing (the single agent's hot path)
+            p = int(i[0])
+            if p >= self.size:
+                raise OverflowError("rollout buffer is full; call reset() after the update")
+            self.obs[0, p] = obs[0]
+            self.actions[0, p] = actions[0]
+            self.rewards[0, p] = rewards[0]
+            self.next_obs[0, p] = next_obs[0]
+            self.terminated[0, p] = terminated[0]
+            self.truncated[0, p] = truncated[0]
+            self.gammas[0, p] = gammas[0]
+            self.policy_mask[0, p] = policy_mask[0]
+            i[0] = p + 1
+            return
+        if (i >= self.size).any():
+            raise OverflowError(f"rollout of seed slot {int(np.argmax(i >= self.size))} is full; reset it first")
+        r = self._rows
+        self.obs[r, i] = obs
+        self.actions[r, i] = actions
+        self.rewards[r, i] = rewards
+        self.next_obs[r, i] = next_obs
+        self.terminated[r, i] = terminated
+        self.truncated[r, i] = truncated
+        self.gammas[r, i] = gammas
+        self.policy_mask[r, i] = policy_mask
+        self.ptr += 1
+
+    @property
+    def full(self) -> np.ndarray:
+        """``(N,)`` bool: the seeds whose batch holds ``size`` transitions."""
+        return self.ptr >= self.size
+
+    def reset(self, idx=None) -> None:
+        """Start new batches for the seeds ``idx`` (None: all)."""
+        if idx is None:
+            self.ptr[:] = 0
+        else:
+            self.ptr[idx] = 0
+
+    def seed(self, k: int) -> RolloutBuffer:
+        """Seed ``k``'s batch as a :class:`RolloutBuffer` of views (single-agent interface and state format)."""
+        return self._views[k]
+
+
+class _SeedRolloutView(RolloutBuffer):
+    """Row ``k`` of a :class:`SeedRollout` with the :class:`RolloutBuffer` interface (arrays are views)."""
+
+    def __init__(self, parent: SeedRollout, k: int):  # noqa: D107 - no super().__init__: the arrays are views
+        self._parent, self._k = parent, k
+        self.size = parent.size
+        for f in self._FIELDS:
+            setattr(self, f, getattr(parent, f)[k])
+
+    @property
+    def ptr(self) -> int:  # type: ignore[override]
+        """This seed's fill pointer."""
+        return int(self._parent.ptr[self._k])
+
+    @ptr.setter
+    def ptr(self, value: int) -> None:
+        self._parent.ptr[self._k] = int(value)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["gae"]
+__all__ = ["gae", "gae_batch"]
 
 
 def _as_flags(x: np.ndarray, name: str, T: int) -> np.ndarray:
@@ -60,9 +60,9 @@ def gae(rewards, values, next_values, terminated, truncated, gamma: float, lam: 
         [1.5, 1.0]
     """
     rewards = np.asarray(rewards, dtype=np.float64)
-    T = rewards.shape[0] if rewards.ndim == 1 else -1
     if rewards.ndim != 1:
         raise ValueError(f"rewards must be 1-D (T,), got shape {rewards.shape}")
+    T = rewards.shape[0]
     rewards = _as_float(rewards, "rewards", T)
     values = _as_float(values, "values", T)
     next_values = _as_float(next_values, "next_values", T)
@@ -71,18 +71,73 @@ def gae(rewards, values, next_values, terminated, truncated, gamma: float, lam: 
     g = np.asarray(gamma, dtype=np.float64)
     if g.ndim not in (0, 1) or (g.ndim == 1 and g.shape != (T,)):
         raise ValueError(f"gamma must be a float or a ({T},) array, got shape {g.shape}")
+    adv, ret = gae_batch(rewards[None], values[None], next_values[None], term[None], trunc[None],
+                         g if g.ndim == 0 else g[None], lam)
+    return adv[0], ret[0]
+
+
+def gae_batch(rewards, values, next_values, terminated, truncated, gamma, lam: float):
+    """:func:`gae` of N seeds at once: every argument with a leading seed axis, ``(N, T)``.
+
+    Row ``k`` of the result is bit for bit :func:`gae` of row ``k`` (the same IEEE double operations in the same
+    order: a scalar recursion per row for small N, the recursion vectorised over rows for larger N).
+
+    Args:
+        rewards, values, next_values: ``(N, T)`` float arrays.
+        terminated, truncated: ``(N, T)`` bool.
+        gamma: a float or an ``(N, T)`` array of per-step discounts in [0, 1].
+        lam: GAE lambda in [0, 1].
+
+    Returns:
+        ``(advantages, returns)``: two ``(N, T)`` float64 arrays.
+
+    Raises:
+        ValueError: on shape mismatch, non-finite input, or gamma/lam outside [0, 1].
+    """
+    r = np.asarray(rewards, dtype=np.float64)
+    if r.ndim != 2:
+        raise ValueError(f"rewards must be 2-D (N, T), got shape {r.shape}")
+    shape = r.shape
+    arrays = {}
+    for name, x in (("rewards", r), ("values", values), ("next_values", next_values)):
+        a = np.asarray(x, dtype=np.float64)
+        if a.shape != shape:
+            raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"{name} holds non-finite values at indices {np.argwhere(~np.isfinite(a))[:5].tolist()}")
+        arrays[name] = a
+    flags = {}
+    for name, x in (("terminated", terminated), ("truncated", truncated)):
+        a = np.asarray(x)
+        if a.shape != shape:
+            raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
+        flags[name] = a.astype(bool)
+    g = np.asarray(gamma, dtype=np.float64)
+    if g.ndim != 0 and g.shape != shape:
+        raise ValueError(f"gamma must be a float or a {shape} array, got shape {g.shape}")
     if not (np.all((0.0 <= g) & (g <= 1.0)) and 0.0 <= lam <= 1.0):
         raise ValueError(f"gamma and lam must lie in [0, 1], got gamma={gamma}, lam={lam}")
-    gamma = g
-    deltas = rewards + gamma * next_values * (~term) - values
-    carry = np.broadcast_to(gamma * lam * ~(term | trunc), (T,)).tolist()
-    d = deltas.tolist()
-    out = [0.0] * T
-    acc = 0.0
-    for t in range(T - 1, -1, -1):
-        acc = d[t] + carry[t] * acc
-        out[t] = acc
-    adv = np.array(out, dtype=np.float64)
+    term, trunc, values = flags["terminated"], flags["truncated"], arrays["values"]
+    deltas = arrays["rewards"] + g * arrays["next_values"] * (~term) - values
+    carry = np.broadcast_to(g * lam * ~(term | trunc), shape)
+    n, T = shape
+    adv = np.empty(shape, dtype=np.float64)
+    if n <= 4:
+        for k in range(n):
+            d, c = deltas[k].tolist(), carry[k].tolist()
+            out = [0.0] * T
+            acc = 0.0
+            for t in range(T - 1, -1, -1):
+                acc = d[t] + c[t] * acc
+                out[t] = acc
+            adv[k] = out
+    else:
+        acc = np.zeros(n, dtype=np.float64)
+        tmp = np.empty(n, dtype=np.float64)
+        for t in range(T - 1, -1, -1):
+            np.multiply(carry[:, t], acc, out=tmp)
+            np.add(deltas[:, t], tmp, out=acc)
+            adv[:, t] = acc
     return adv, adv + values
 
 

@@ -242,10 +242,18 @@ class OnlineLoop:
             self.on_episode(row)
 
     def state_dict(self) -> dict:
-        """Loop counters, the current observation and partial episode, and the environment's state."""
+        """Loop counters, the current observation and partial episode, the environment's state and the state
+        of its wrappers (:mod:`lcpo.envs.wrapper_state`: e.g. a ``TimeLimit``'s step counter).
+
+        Raises:
+            TypeError: the environment has no ``get_state()``, or a wrapper whose state cannot be saved (named).
+        """
+        from lcpo.envs.wrapper_state import wrappers_state
+
         get_state = getattr(self.env.unwrapped, "get_state", None)
         if get_state is None:
             raise TypeError(f"environment {self.env} cannot be checkpointed: it has no get_state()")
+        wrappers = wrappers_state(self.env)
         return {
             "steps": self.steps, "obs": None if self.obs is None else np.asarray(self.obs).copy(),
             "ep_return": self._ep_return, "ep_length": self._ep_length,
@@ -253,12 +261,23 @@ class OnlineLoop:
             "episodes": [list(r) for r in self.episodes],
             "reset_count": getattr(self.reset_condition, "_count", 0),
             "env": get_state(),
+            "wrappers": wrappers,
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict` output (resets the environment once, then overwrites its state)."""
+        """Restore :meth:`state_dict` output (resets the environment once, then overwrites its state and its
+        wrappers' state; a checkpoint of an older lcpo has no wrapper state, and the wrappers keep the reset's).
+
+        Raises:
+            ValueError: the environment's wrappers differ from the checkpoint's (see
+                :func:`lcpo.envs.wrapper_state.load_wrappers_state`).
+        """
+        from lcpo.envs.wrapper_state import load_wrappers_state
+
         self.env.reset(seed=self.seed)
         self.env.unwrapped.set_state(state["env"])
+        if state.get("wrappers") is not None:
+            load_wrappers_state(self.env, state["wrappers"])
         self.steps = int(state["steps"])
         self.obs = state["obs"]
         self._ep_return, self._ep_length = float(state["ep_return"]), int(state["ep_length"])

@@ -66,7 +66,7 @@ class RunConfig:
         checkpoint_every: steps between checkpoints (0 disables checkpoints).
         tensorboard: also write TensorBoard event files.
         diagnostics_every: steps per row of ``diagnostics.csv``.
-        probe_every: steps between policy snapshots for the forgetting measurement (:mod:`lcpo.experiments.forgetting`;
+        probe_every: steps between policy probes for the drift diagnostic (:mod:`lcpo.experiments.drift`;
             0: none, the default; left out of :meth:`to_dict` when 0 so older run ids are unchanged).
     """
 
@@ -108,6 +108,24 @@ class RunConfig:
 
         resolve_hyperparameters(AGENTS[self.agent].Hyperparameters, None, self.overrides)
 
+    def agent_overrides(self, steps: int | None = None) -> dict:
+        """The hyperparameter overrides the agent of this run is built with: :attr:`overrides` plus the
+        run-length-dependent defaults the user did not set (LCPO's reservoir 1% of the run, DDQN/SAC replay
+        of every sample; :func:`lcpo.agents.run_length.run_length_overrides`, ``docs/settings.md``).
+
+        Args:
+            steps: the run length the defaults follow (None: :attr:`steps`). :func:`execute` passes a resumed
+                or extended run's stored length and then lays the sizes its ``config.json`` records over the
+                result, so its memories keep the size of its checkpoint.
+
+        Example:
+            >>> RunConfig(agent="lcpo", steps=8_000_000).agent_overrides()
+            {'reservoir_size': 80000}
+        """
+        from lcpo.agents.run_length import run_length_overrides
+
+        return run_length_overrides(self.agent, self.overrides, self.steps if steps is None else int(steps))
+
     def to_dict(self) -> dict:
         """Plain-JSON form (``probe_every`` only when set)."""
         d = dataclasses.asdict(self)
@@ -137,16 +155,35 @@ def make_run_env(config: RunConfig):
     return make_env(config.env, **run_env_kwargs(config.env, config.trace, config.trace_length, config.env_kwargs))
 
 
-def _run_with_checkpoints(loop: OnlineLoop, target: int, config: RunConfig, checkpoint) -> None:
+#: Steps between two looks at a run's ``should_stop`` (:func:`execute`): a stop request is seen within this many
+#: steps (well under a second for the bundled environments and agents), and each look costs one function call.
+STOP_POLL_STEPS = 250
+
+
+def _run_with_checkpoints(loop: OnlineLoop, target: int, config: RunConfig, checkpoint,
+                          should_stop: Callable[[], bool] | None = None) -> bool:
     """Step ``loop`` to ``target``, checkpointing at every multiple of ``config.checkpoint_every`` and at
     ``target`` (an early stop, or the run's end: a finished run keeps its final checkpoint, from which it can
-    be extended)."""
+    be extended). With ``should_stop``, it is asked every :data:`STOP_POLL_STEPS` steps; once it says True the
+    run is checkpointed where it stands (a resume from any step is exact) and stops.
+
+    Returns:
+        True if ``should_stop`` stopped the run before ``target``.
+    """
     every = config.checkpoint_every
     while loop.steps < target:
         nxt = target if not every else min(target, (loop.steps // every + 1) * every)
+        if should_stop is not None:
+            nxt = min(nxt, loop.steps + STOP_POLL_STEPS)
         loop.run(nxt)
-        if every and (loop.steps % every == 0 or loop.steps == target):
+        due = bool(every) and (loop.steps % every == 0 or loop.steps == target)
+        if due:
             checkpoint()
+        if should_stop is not None and loop.steps < target and should_stop():
+            if every and not due:
+                checkpoint()
+            return True
+    return False
 
 
 _UNSET = "(unset)"
@@ -210,7 +247,7 @@ class ResumePlan:
 
 
 #: Files and folders of a run (besides ``checkpoint/`` and ``summary.json``) that a fresh start replaces.
-_RUN_OUTPUTS = ("config.json", "episodes.csv", "diagnostics.csv", "tb", "probes")
+_RUN_OUTPUTS = ("config.json", "episodes.csv", "diagnostics.csv", "tb", "probes", "snapshots.npz")
 
 
 def _read_summary(path: Path) -> dict | None:
@@ -377,7 +414,8 @@ def _context_names(env) -> tuple[str, ...]:
 def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progress: bool = False,
             threads: int | None = 1, stop_at: int | None = None,
             on_progress: Callable[[int, float], None] | None = None,
-            on_message: Callable[[str], None] | None = None) -> dict:
+            on_message: Callable[[str], None] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> dict:
     """Run one online run into ``out_dir`` and return its summary.
 
     The folder is locked for the whole call (:class:`lcpo.persistence.runlock.RunLock`: a second writer is refused with
@@ -396,6 +434,10 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
         on_progress: optional ``(steps_done, recent_return)`` callback after every episode.
         on_message: optional callback receiving one-line notes (resumed from step k, extended, started afresh,
             already finished).
+        should_stop: optional callable asked every :data:`STOP_POLL_STEPS` steps (a sweep worker's stop flag,
+            set by SIGINT/SIGTERM): once it returns True the run writes a checkpoint where it stands (unless
+            ``checkpoint_every`` is 0) and returns ``{"interrupted_at": steps}`` without a summary; resuming it
+            later gives the uninterrupted run's results.
 
     Returns:
         The summary dict (also written to ``summary.json``): ``lifelong_return``, ``episodes``,
@@ -405,7 +447,9 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
         in one go), ``trace`` (the trace the environment ran on: ``{"name", "length", "unit"}``, e.g.
         ``ndbc-46002``, 575501 steps, for the default run; None if the environment exposes none),
         ``return_unit`` (what the lifelong return averages: ``"episode"``, or ``"200-step window"`` for a
-        continuing run), ``versions``, ``config``, ``hyperparameters``. With ``stop_at`` before the end:
+        continuing run), ``versions``, ``code`` (:func:`lcpo.persistence.provenance.code_provenance` at the start
+        of the invocation that finished the run: ``commit``, ``dirty``, ``source``), ``config``,
+        ``hyperparameters``. With ``stop_at`` before the end:
         ``{"interrupted_at": steps}``.
 
     Raises:
@@ -427,7 +471,8 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
                 break
         raise
     try:
-        return _execute_locked(config, out, resume, progress, threads, stop_at, on_progress, on_message)
+        return _execute_locked(config, out, resume, progress, threads, stop_at, on_progress, on_message,
+                               should_stop)
     except BaseException:
         if created:
             _remove_failed(out, created)
@@ -436,33 +481,60 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
         lock.release()
 
 
+def _recorded_run_length_fields(out: Path, config: RunConfig) -> dict:
+    """The run-length-dependent hyperparameters (:mod:`lcpo.agents.run_length`) that the run in ``out`` was
+    built with, as its ``config.json`` records them, for the fields the user did not set: a resumed or extended
+    run keeps the memory sizes of its checkpoint, however often it was extended. Empty when not recorded."""
+    from lcpo.agents.run_length import RUN_LENGTH_RULES
+
+    try:
+        recorded = json.loads((out / "config.json").read_text()).get("hyperparameters", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    names = set(RUN_LENGTH_RULES.get(config.agent, {})) - set(config.overrides)
+    return {k: recorded[k] for k in names if isinstance(recorded.get(k), int) and not isinstance(recorded[k], bool)}
+
+
 def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, threads: int | None,
-                    stop_at: int | None, on_progress, on_message) -> dict:
+                    stop_at: int | None, on_progress, on_message, should_stop=None) -> dict:
     summary_path = out / "summary.json"
     plan = resume_plan(config, out, resume)
     say = on_message or (lambda msg: None)
     if plan.action == "done":
         say(plan.message)
         return plan.summary
+    from lcpo.persistence.provenance import code_provenance
+
+    code = code_provenance()  # the code this invocation runs on (one git call; summary.json "code")
     store = RunCheckpoints(out / "checkpoint")
     env = make_run_env(config)
-    agent = AGENTS[config.agent](env, seed=config.seed, **config.overrides)
     state = None
+    length = config.steps
     if plan.action in ("resume", "extend"):
         ckpt_step, state = store.load()
         stored = state.get("config", {})
         if ckpt_step != plan.step or [c for c in config_changes(stored, config.to_dict()) if c[0] != "steps"]:
             raise CheckpointError(f"checkpoint in {store.folder} does not match its pointer {store.pointer}")
+        length = int(stored.get("steps", config.steps))  # an extended run keeps the memories it started with
+    overrides = config.agent_overrides(length)
+    if state is not None:
+        overrides.update(_recorded_run_length_fields(out, config))
+    agent = AGENTS[config.agent](env, seed=config.seed, **overrides)
     log = RunLog(out, _context_names(env), every=config.diagnostics_every, tensorboard=False)
-    on_update = log.on_update
+    from lcpo.experiments.snapshots import SnapshotRecorder
+
+    snaps = SnapshotRecorder.create(out, agent, config.steps)  # frozen acting-network snapshots (forgetting)
     probe = None
     if config.probe_every:
-        from lcpo.experiments.forgetting import PolicyProbe
+        from lcpo.experiments.drift import PolicyProbe
 
         probe = PolicyProbe(out, config.probe_every, seed=config.seed)
 
-        def on_update(step, diag):
-            log.on_update(step, diag)
+    def on_update(step, diag):
+        log.on_update(step, diag)
+        if snaps is not None:
+            snaps.on_update(step)
+        if probe is not None:
             probe.on_update(step, agent)
     loop = OnlineLoop(env, agent, config.reset, seed=config.seed, on_update=on_update,
                       on_episode=log.on_episode)
@@ -476,6 +548,8 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         resumed_from = [int(k) for k in state.get("resumed_from", [])] + [int(loop.steps)]
         if probe is not None:
             probe.resume_from(loop.steps)
+        if snaps is not None:
+            snaps.resume_from(loop.steps)
     # every check passed: from here on the folder is written
     if plan.action == "fresh":
         for name in _RUN_OUTPUTS:  # leftovers of a run that stopped before its first checkpoint
@@ -523,6 +597,10 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
     target = config.steps if stop_at is None else min(config.steps, stop_at)
 
     def checkpoint():
+        if snaps is not None:
+            if loop.steps == config.steps:
+                snaps.take(loop.steps)  # the final policy
+            snaps.write()  # before the commit: never behind the committed checkpoint
         store.commit(loop.steps, {"config": config.to_dict(), "agent": agent.state_dict(),
                                   "loop": loop.state_dict(), "log": log.state_dict(),
                                   "wall_time_s": wall_before + time.perf_counter() - start,
@@ -532,7 +610,7 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
 
     try:
         with limit_threads(threads):  # one core per run (see lcpo.online.threads)
-            _run_with_checkpoints(loop, target, config, checkpoint)
+            _run_with_checkpoints(loop, target, config, checkpoint, should_stop)
     finally:
         if bar is not None:
             bar.update(loop.steps - last[0])
@@ -541,6 +619,9 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
     if loop.steps < config.steps:
         return {"interrupted_at": loop.steps}
     wall = wall_before + time.perf_counter() - start
+    if snaps is not None and not config.checkpoint_every:
+        snaps.take(loop.steps)
+        snaps.write()
     log.write(loop.episodes, final=True, last_step=loop.steps)
     lr = lifelong_return(loop.episodes, config.warmup_steps)
     summary = {
@@ -560,6 +641,7 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         "trace": _trace_info(env),
         "return_unit": return_unit(config.reset),
         "versions": _versions(),
+        "code": code,
         "config": config.to_dict(),
         "hyperparameters": dataclasses.asdict(agent.hp),
     }

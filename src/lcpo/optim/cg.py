@@ -6,7 +6,7 @@ from typing import Callable
 
 import torch
 
-__all__ = ["conjugate_gradient", "NotPositiveDefiniteError"]
+__all__ = ["conjugate_gradient", "conjugate_gradient_batch", "NotPositiveDefiniteError"]
 
 
 class NotPositiveDefiniteError(ValueError):
@@ -60,3 +60,64 @@ def conjugate_gradient(matvec: Callable[[torch.Tensor], torch.Tensor], b: torch.
         p.mul_(rr_new / rr).add_(r)
         rr = rr_new
     return x
+
+
+def conjugate_gradient_batch(matvec: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], b: torch.Tensor,
+                             iters: int = 15, residual_tol: float = 1e-10) -> tuple[torch.Tensor, torch.Tensor]:
+    """Conjugate gradient on N independent SPD systems ``A_k x_k = b_k`` at once, with per-system scalars.
+
+    Every row runs :func:`conjugate_gradient`'s iteration with its own ``alpha``, ``beta`` and residual; a row
+    stops (frozen, its products no longer computed) once its squared residual is below ``residual_tol``, and a
+    row whose curvature ``p^T A p`` is not a positive finite number is marked failed (its solve is unusable, the
+    others go on). The loop runs until every row has stopped or ``iters`` iterations (the idea of GPyTorch's
+    ``linear_cg`` with batch-shaped scalars).
+
+    Args:
+        matvec: ``(V (m, n), rows (m,) int64) -> A V (m, n)``: the products of the systems ``rows`` (the rows still
+            running), one vector each.
+        b: ``(N, n)`` right-hand sides.
+        iters: maximum iterations.
+        residual_tol: squared-residual tolerance of each row's early exit.
+
+    Returns:
+        ``(x (N, n), ok (N,) bool)``: the solutions, and False for rows whose curvature was unusable.
+
+    Raises:
+        ValueError: if ``b`` is not 2-D or ``iters < 1``.
+    """
+    if b.dim() != 2:
+        raise ValueError(f"conjugate_gradient_batch needs (N, n) right-hand sides, got shape {tuple(b.shape)}")
+    if iters < 1:
+        raise ValueError(f"iters must be >= 1, got {iters}")
+    N = b.shape[0]
+    x = torch.zeros_like(b)
+    r = b.clone()
+    p = b.clone()
+    rr = (r * r).sum(-1)
+    ok = torch.ones(N, dtype=torch.bool)
+    running = torch.ones(N, dtype=torch.bool)
+    for _ in range(iters):
+        running &= rr >= residual_tol
+        if not running.any():
+            break
+        rows = torch.nonzero(running).squeeze(1)
+        pr = p[rows]
+        Ap = matvec(pr, rows)
+        pAp = (pr * Ap).sum(-1)
+        bad = ~torch.isfinite(pAp) | (pAp <= 0)
+        if bad.any():
+            ok[rows[bad]] = False
+            running[rows[bad]] = False
+            keep = ~bad
+            rows, pr, Ap, pAp = rows[keep], pr[keep], Ap[keep], pAp[keep]
+            if rows.numel() == 0:
+                break
+        rr_rows = rr[rows]
+        alpha = (rr_rows / pAp).unsqueeze(1)
+        x[rows] = x[rows] + alpha * pr
+        r_rows = r[rows] - alpha * Ap
+        r[rows] = r_rows
+        rr_new = (r_rows * r_rows).sum(-1)
+        p[rows] = pr * (rr_new / rr_rows).unsqueeze(1) + r_rows
+        rr[rows] = rr_new
+    return x, ok

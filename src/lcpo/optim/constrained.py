@@ -29,7 +29,7 @@ from torch import nn
 from lcpo.optim.cg import NotPositiveDefiniteError, conjugate_gradient
 from lcpo.optim.fisher import flat_params, set_flat_params
 
-__all__ = ["StepResult", "kl_constrained_step"]
+__all__ = ["StepResult", "kl_constrained_step", "kl_constrained_step_batch"]
 
 
 @dataclass(frozen=True)
@@ -117,3 +117,109 @@ def kl_constrained_step(module: nn.Module, grad: torch.Tensor, fvp: Callable[[to
             frac *= 0.5
         set_flat_params(module, old)
     return StepResult(False, max_backtracks, kls_old, 0.0, expected)
+
+
+def kl_constrained_step_batch(get_flat: Callable[[], torch.Tensor], set_flat: Callable[[torch.Tensor], None],
+                              grad: torch.Tensor, fvp: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                              loss_fn: Callable[[], torch.Tensor],
+                              kl_fns: Sequence[Callable[[], torch.Tensor]], kl_limits: Sequence[float],
+                              scale_kl: float, cg_iters: int = 15, max_backtracks: int = 10,
+                              accept_ratio: float = 0.1, loss_old: Sequence[float] | None = None
+                              ) -> list[StepResult]:
+    """:func:`kl_constrained_step` for N independent policies (a population's seeds) at once.
+
+    Each row follows the single step's rules with its own scalars: the natural-gradient direction by
+    :func:`~lcpo.optim.cg.conjugate_gradient_batch` (a row with unusable curvature is skipped, the others go on;
+    run row by row, each to its own convergence, so that a row's Fisher-vector products stay in cache),
+    its own step scale ``sqrt(2 c / x^T A x)`` and expected improvement, and a line search with per-row
+    acceptance: the candidates ``old + 0.5^i step`` of the rows still searching are evaluated together, a row
+    that accepts keeps its candidate and stops, and the loop ends when the last row has accepted or after
+    ``max_backtracks``; rows never accepted are restored bit for bit.
+
+    Args:
+        get_flat: ``() -> (N, n)`` the rows' current flat parameters (a copy).
+        set_flat: ``(N, n) -> None`` writes all rows' flat parameters.
+        grad: ``(N, n)`` gradients of the surrogate losses (to minimise).
+        fvp: ``(V (m, n), rows (m,) int64) -> (m, n)`` damped Fisher-vector products of the rows ``rows``.
+        loss_fn: ``() -> (N,)`` the surrogates at the current parameters (called under ``no_grad``).
+        kl_fns: each ``() -> (N,)`` mean KLs, called right after ``loss_fn`` at the same parameters.
+        kl_limits: the limit of each KL.
+        scale_kl: the KL the full step is scaled to.
+        cg_iters, max_backtracks, accept_ratio: as :func:`kl_constrained_step`.
+        loss_old: the rows' surrogates at the current parameters (else computed).
+
+    Returns:
+        N :class:`StepResult`, one per row.
+
+    Raises:
+        ValueError: on mismatched ``kl_fns``/``kl_limits`` or a non-finite gradient.
+    """
+    from lcpo.optim.cg import conjugate_gradient_batch
+
+    if len(kl_fns) != len(kl_limits):
+        raise ValueError(f"{len(kl_fns)} KL functions for {len(kl_limits)} limits")
+    if not torch.all(torch.isfinite(grad)):
+        raise ValueError("kl_constrained_step_batch: non-finite policy gradient")
+    N = grad.shape[0]
+    old = get_flat()
+    if loss_old is None:
+        with torch.no_grad():
+            loss_old = loss_fn().tolist()
+    loss_old = [float(v) for v in loss_old]
+    kls_old = (0.0,) * len(kl_fns)
+    results: list[StepResult | None] = [None] * N
+    nonzero = grad.ne(0).any(dim=1).tolist()
+    for k in range(N):
+        if not nonzero[k]:
+            results[k] = StepResult(False, max_backtracks, kls_old, 0.0, 0.0)
+    live = torch.tensor(nonzero, dtype=torch.bool)
+    step = torch.zeros_like(grad)
+    expected = [0.0] * N
+    if live.any():
+        rows = torch.nonzero(live).squeeze(1)
+        # seed-major: each row's solve runs to its end before the next row's (its products reuse the same
+        # activations while they are in cache); row-wise arithmetic makes this equal to solving all rows together
+        xs, oks = [], []
+        for j in range(rows.numel()):
+            one = rows[j:j + 1]
+            xj, okj = conjugate_gradient_batch(lambda V, r, one=one: fvp(V, one[r]), -grad[one], iters=cg_iters)
+            xs.append(xj)
+            oks.append(okj)
+        x_rows, ok = torch.cat(xs), torch.cat(oks)
+        shs = (x_rows * fvp(x_rows, rows)).sum(-1).tolist()
+        finite_x = torch.isfinite(x_rows).all(dim=1).tolist()
+        for j, k in enumerate(rows.tolist()):
+            if not (ok[j] and math.isfinite(shs[j]) and shs[j] > 0.0 and finite_x[j]):
+                results[k] = StepResult(False, max_backtracks, kls_old, 0.0, 0.0, skipped=True)
+                live[k] = False
+                continue
+            step[k] = x_rows[j] * (2.0 * scale_kl / shs[j]) ** 0.5
+            expected[k] = float(-(grad[k] * step[k]).sum())
+            if not expected[k] > 0.0:
+                results[k] = StepResult(False, max_backtracks, kls_old, 0.0, expected[k])
+                live[k] = False
+    searching = live.clone()
+    final = old.clone()
+    frac = 1.0
+    with torch.no_grad():
+        for i in range(max_backtracks):
+            if not searching.any():
+                break
+            cand = torch.where(searching.unsqueeze(1), old + frac * step, final)
+            set_flat(cand)
+            losses = loss_fn().tolist()
+            kls = [f().tolist() for f in kl_fns]
+            for k in torch.nonzero(searching).squeeze(1).tolist():
+                improvement = loss_old[k] - losses[k]
+                kk = tuple(float(v[k]) for v in kls)
+                if (improvement > 0.0 and improvement / (expected[k] * frac) > accept_ratio
+                        and all(a <= lim for a, lim in zip(kk, kl_limits))):
+                    results[k] = StepResult(True, i, kk, improvement, expected[k])
+                    final[k] = cand[k]
+                    searching[k] = False
+            frac *= 0.5
+        set_flat(final)
+    for k in range(N):
+        if results[k] is None:
+            results[k] = StepResult(False, max_backtracks, kls_old, 0.0, expected[k])
+    return results

@@ -311,6 +311,16 @@ class RunCheckpoints:
             state: the run state (see :func:`save_state`).
             config: the run configuration (JSON), stored in the pointer.
         """
+        name, sha = self.write_generation(step, state)
+        self.point_to(step, name, sha, config)
+
+    def write_generation(self, step: int, state: dict) -> tuple[str, str]:
+        """First half of :meth:`commit`: write ``state`` as a new, complete generation folder that nothing points
+        to yet (a crash leaves the committed checkpoint as it was; the next commit deletes the leftover).
+
+        Returns:
+            ``(folder name, SHA-256 of its state.json)``, for :meth:`point_to`.
+        """
         self.folder.mkdir(parents=True, exist_ok=True)
         name = f"step-{int(step):012d}-{secrets.token_hex(4)}"
         tmp = self.folder / f".tmp-{name}"
@@ -319,10 +329,29 @@ class RunCheckpoints:
         fsync_dir(tmp)
         os.rename(tmp, self.folder / name)
         fsync_dir(self.folder)
-        sha = _sha256((self.folder / name / "state.json").read_bytes())
+        return name, _sha256((self.folder / name / "state.json").read_bytes())
+
+    def point_to(self, step: int, name: str, sha: str, config: dict) -> None:
+        """Second half of :meth:`commit`: replace ``latest.json`` atomically with a pointer to the generation
+        ``name`` of :meth:`write_generation` (the commit point), then delete every other generation."""
         atomic_write_json(self.pointer, {"format": 2, "step": int(step), "folder": name, "config": config,
                                          "files": {"state.json": {"sha256": sha}}})
         self._collect_garbage(keep=name)
+
+    def load_generation(self, step: int, name: str, sha: str) -> dict:
+        """Read and verify generation ``name`` (written by :meth:`write_generation` for ``step``, its state.json
+        hashing to ``sha``), whether or not ``latest.json`` points to it.
+
+        Raises:
+            CheckpointError: a missing, corrupt or mismatched file (named).
+        """
+        js = self.folder / name / "state.json"
+        if "/" in name or name.startswith(".") or not js.is_file():
+            raise CheckpointError(f"checkpoint file {js} is missing")
+        if _sha256(js.read_bytes()) != sha:
+            raise CheckpointError(f"checkpoint file {js} does not match its population pointer (its content hash "
+                                  "differs)")
+        return load_state(self.folder / name / "state", generation=step)
 
     def _collect_garbage(self, keep: str) -> None:
         for p in self.folder.iterdir():

@@ -13,9 +13,17 @@ code depends on the environment:
 - no return normaliser (``normalize_returns = False``): the authors' straggler agents use the fixed reward
   scale that the environment already applies (``reward_scale``), not the running one of their windy-gym agents;
 - LCPO: ``c_recent = 0.1``, ``c_anchor = 1e-4``, damping 0.1, 15 CG iterations, 10 halvings (the agent's
-  defaults), and the Mahalanobis OOD detector on the declared context (the two beta = 0.99 moving averages of
-  the normalized arrival rate and size) with ``D^2 > 20 / 24 / 28`` (the paper's Agg / Med / Cons; default
-  here: 24).
+  defaults), base entropy ``entropy_base = 0.01`` (paper Table 12 and the authors' run configuration), an anchor
+  batch as large as the rollout (``ood_batch = rollout_steps``: the authors draw ``len(rollout)`` anchors), and
+  the Mahalanobis OOD detector on the declared context (the two beta = 0.99 moving averages of the normalized
+  arrival rate and size) with ``D^2 > 20 / 24 / 28`` (the paper's Agg / Med / Cons; default here: 24). The
+  reservoir is left to the run: 1% of its steps (:mod:`lcpo.agents.run_length`; the authors: 1% of
+  4,608 x 4,500 = 207,360).
+
+The rollout of 4,608 steps and the thresholds ``D^2 > 20 / 24 / 28`` follow the authors'
+``straggler_mitigate/run_config.py`` (``--master_batch 4608``, ``--lcpo_thresh -5 / -6 / -7`` tested as
+``-D^2 / 4 < thresh``), which produced the paper's figures; the paper's text and Table 12 say 128 steps and
+sigma = 5 / 6 / 7 (``docs/settings.md``).
 
 Networks: the environment's ``default_network`` is ``"perm-invariant"`` (:mod:`lcpo.envs.straggler.nets`), so
 nothing needs to be set while ``network = "auto"``.
@@ -49,6 +57,7 @@ _COMMON: dict[str, Any] = {
 STRAGGLER_OVERRIDES: dict[str, dict[str, Any]] = {
     "a2c": dict(_COMMON),
     "lcpo": dict(_COMMON, c_recent=0.1, c_anchor=1e-4, damping=0.1, cg_iters=15, max_backtracks=10,
+                 entropy_base=0.01, ood_batch=_COMMON["rollout_steps"],
                  detector="mahalanobis", ood_threshold=OOD_THRESHOLDS["med"]),
 }
 
@@ -60,7 +69,8 @@ def straggler_overrides(agent: str, ood_threshold: float | str | None = None, **
         agent: ``"a2c"`` or ``"lcpo"``.
         ood_threshold: LCPO's ``D^2`` threshold: a number or ``"agg"`` / ``"med"`` / ``"cons"``
             (20 / 24 / 28); None keeps 24.
-        **extra: further overrides, applied last (e.g. ``reservoir_size=2000``).
+        **extra: further overrides, applied last (e.g. ``reservoir_size=2000``). For LCPO a ``rollout_steps``
+            given here without an ``ood_batch`` also sets ``ood_batch`` (the anchor batch is the rollout).
 
     Returns:
         A new dict (safe to modify).
@@ -85,4 +95,6 @@ def straggler_overrides(agent: str, ood_threshold: float | str | None = None, **
             raise ValueError(f"ood_threshold must be positive and finite, got {ood_threshold!r}")
         out["ood_threshold"] = v
     out.update(extra)
+    if "ood_batch" in out and "rollout_steps" in extra and "ood_batch" not in extra:
+        out["ood_batch"] = out["rollout_steps"]
     return out

@@ -1,0 +1,137 @@
+"""``lcpo serve``: a live policy server that keeps learning (HTTP/JSON; docs/serving.md)."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+from pathlib import Path
+
+__all__ = ["add_parser", "cmd_serve", "is_loopback", "read_token"]
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``); False for any other host."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def read_token(path: Path) -> str:
+    """The bearer token in ``path`` (surrounding whitespace removed).
+
+    Raises:
+        ValueError: the file is missing, holds fewer than 16 characters, or holds whitespace inside the token.
+    """
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise ValueError(f"token file {path} does not exist") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"token file {path} is not UTF-8 text") from None
+    if len(token) < 16 or any(c.isspace() for c in token):
+        raise ValueError(f"token file {path} must hold one token of at least 16 characters without spaces "
+                         "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))' > FILE`)")
+    return token
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``serve`` command."""
+    p = subparsers.add_parser(
+        "serve", help="serve an agent over HTTP/JSON to a live system, learning as it runs",
+        description="Serve an on-policy agent (a2c, lcpo, trpo, ppo, lcpo-p, clear, tabular-a2c) to live systems in "
+                    "any language over HTTP/JSON: POST /v1/step (one round trip per step), /v1/act + /v1/observe "
+                    "(rewards known later), GET /v1/status, /metrics, /openapi.json. Every accepted request is "
+                    "in an append-only log under --state before it is answered; checkpoints are atomic; a restart "
+                    "on the same --state continues exactly. Needs `pip install 'lcpo[serve]'`. docs/serving.md.")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--env", metavar="ID", help="environment id giving the spaces and context entries (never "
+                                                 "stepped by the server)")
+    what.add_argument("--spec", type=Path, metavar="FILE",
+                      help="JSON spec of a system without a Gymnasium env: observation size/bounds, action space, "
+                           "context entries (docs/serving.md)")
+    p.add_argument("--agent", required=True, metavar="NAME", help="agent name")
+    p.add_argument("--seed", type=int, default=0, help="seed (network initialisation and acting noise)")
+    p.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
+                   help="agent hyperparameter override, VALUE in JSON (repeatable)")
+    p.add_argument("--env-arg", dest="env_kwargs", action="append", metavar="KEY=VALUE",
+                   help="environment argument (repeatable)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; any non-loopback "
+                                                        "address requires --token-file)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    p.add_argument("--state", type=Path, required=True, metavar="DIR",
+                   help="state folder: log, checkpoints (one server per folder; a restart continues it)")
+    p.add_argument("--token-file", type=Path, default=None,
+                   help="file holding a bearer token that every request must send (Authorization: Bearer ...)")
+    p.add_argument("--fsync", choices=("always", "interval", "never"), default="interval",
+                   help="when the log is flushed to disk: before every answer, every --fsync-interval seconds "
+                        "(default), or when the kernel decides; kill -9 loses nothing acknowledged under any")
+    p.add_argument("--fsync-interval", type=float, default=0.05, metavar="S", help="seconds (default 0.05)")
+    p.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
+                   help="updates between checkpoints (default 1; 0: only at shutdown)")
+    p.add_argument("--learn", choices=("background", "inline"), default="background",
+                   help="background (default): acting answers from the latest published policy and never waits; "
+                        "inline: a request that completes a rollout waits for its update (bit-exact with "
+                        "in-process learning)")
+    p.add_argument("--keep-log", action="store_true", help="keep log segments that a checkpoint already covers")
+    p.add_argument("--max-body", type=int, default=65536, metavar="BYTES", help="largest request body")
+    p.add_argument("--max-streams", type=int, default=10_000, help="streams held at once")
+    p.add_argument("--max-outstanding", type=int, default=1024, help="outstanding decisions per stream")
+    p.set_defaults(func=cmd_serve)
+    return p
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the server until SIGTERM/SIGINT (then drain, checkpoint and exit 0).
+
+    Raises:
+        ValueError: a non-loopback ``--host`` without ``--token-file``, a bad token file, spec or option.
+    """
+    token = None if args.token_file is None else read_token(args.token_file)
+    if not is_loopback(args.host) and token is None:
+        raise ValueError(f"--host {args.host} is not a loopback address: binding it requires --token-file (a "
+                         "bearer token every request must send)")
+    for name in ("max_body", "max_streams", "max_outstanding"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.checkpoint_every < 0:
+        raise ValueError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"--port must be in [0, 65535], got {args.port}")
+    try:
+        import uvicorn
+    except ImportError:
+        raise ValueError("lcpo serve needs its extra: pip install 'lcpo[serve]'") from None
+    import signal
+    import sys
+
+    from lcpo.cli.run import parse_assignments
+    from lcpo.serve.app import ServeConfig, Server, create_app
+    from lcpo.serve.spec import load_spec
+
+    cfg = ServeConfig(agent=args.agent, env=args.env, spec=None if args.spec is None else load_spec(args.spec),
+                      seed=args.seed, overrides=parse_assignments(args.overrides, "--set"),
+                      env_kwargs=parse_assignments(args.env_kwargs, "--env-arg"), state_dir=str(args.state),
+                      fsync=args.fsync, fsync_interval_s=args.fsync_interval, checkpoint_every=args.checkpoint_every,
+                      learn=args.learn, keep_log=args.keep_log, max_body=args.max_body, max_streams=args.max_streams,
+                      max_outstanding=args.max_outstanding, token=token)
+    sys.setswitchinterval(0.0005)  # the learner thread yields the GIL to the acting path within 0.5 ms
+    server = Server(cfg)
+    try:
+        config = uvicorn.Config(create_app(server), host=args.host, port=args.port, log_level="warning",
+                                access_log=False, lifespan="on", timeout_graceful_shutdown=30,
+                                limit_concurrency=4096, backlog=2048)
+        print(f"lcpo serve: {args.agent} on {args.env or args.spec} at http://{args.host}:{args.port} "
+              f"(state {args.state}: {server.replayed} log records replayed, policy version "
+              f"{server.learner.snapshot.version})", file=sys.stderr, flush=True)
+        # uvicorn drains on SIGTERM, runs the lifespan shutdown (learner drained, checkpoint), restores the
+        # handler it found and raises the signal again: this no-op handler turns that into a normal exit 0
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        uvicorn.Server(config).run()
+    finally:
+        server.close()
+    print(f"lcpo serve: stopped after {server.state.transitions} steps, {server.learner.updates} updates; "
+          f"checkpoint at record {server.learner.checkpointed_at}", file=sys.stderr, flush=True)
+    return 0

@@ -1,0 +1,1000 @@
+"""A population: N independent runs of one agent, stepped together in one process (issue 26).
+
+Seed ``k`` of a population gives the run seed ``k`` gives alone: the same environment (sub-environment ``k`` of
+one vector environment, :mod:`lcpo.envs.vector`), the same agent (seed ``k`` of an agent population,
+:mod:`lcpo.agents.population`), the same online loop (:class:`PopulationLoop` applies
+:class:`lcpo.online.loop.OnlineLoop`'s rules to every seed at once: its own reset condition, a forced reset is a
+truncation, ``next_obs`` is the real observation reached, episode rows and the 200-step windows of a continuing
+task), and the same run folder (:func:`execute_population` writes each seed's folder in the format of
+:func:`lcpo.online.run.execute`, so ``lcpo report``, the results store and ``lcpo resume <seed folder>`` treat it
+as any other run). Whether seed ``k`` is also *bitwise* the solo run depends on the agent population: the
+generic path (N single agents) is; a batch-native agent states its own tolerance (docs/population.md).
+
+Persistence: a population commits one checkpoint for all its seeds (``<population folder>/checkpoint``, a
+:class:`lcpo.persistence.checkpoint.RunCheckpoints`: generation folder + ``latest.json`` pointer, so a kill at
+any instant leaves either the previous or the new population state), then exports each seed's slice, in the
+single-run format, as that seed folder's own checkpoint. A resume takes, per seed, the later of the two (the
+population's, or the folder's own when the seed was continued alone), so it is exact after a crash between the
+population commit and the exports, and a seed folder can always be resumed on its own.
+
+Example:
+    >>> from lcpo.online.population import Population
+    >>> pop = Population("a2c", "lcpo/WindyPendulum-v0", seeds=[0, 1, 2], trace="wind-3", trace_length=2000,
+    ...                  hidden=[16])
+    >>> pop.learn(400).steps           # 400 steps of each seed, 1,200 environment steps in all
+    400
+    >>> [len(rows) for rows in pop.episodes]   # Pendulum episodes are 200 steps long
+    [2, 2, 2]
+    >>> len(pop.lifelong_return())
+    3
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from lcpo.online.loop import SEGMENT_STEPS, NeverReset, ResetOnEnd, Transition, parse_reset
+
+__all__ = ["Population", "PopulationLoop", "execute_population", "names_vector_env", "population_folder",
+           "read_population_pointer", "user_vector_env",
+           "SHARED_KEYS"]
+
+#: Run-configuration keys every member of one population must share (the agent population is built once for
+#: all seeds, and the seeds step in lockstep); the others (seed, trace, env_kwargs, reset, warm-up, diagnostics,
+#: TensorBoard, probes) may differ per seed.
+SHARED_KEYS = ("env", "agent", "overrides", "steps", "checkpoint_every")
+
+
+# -- what a population is made of: a vector stream and an agent population ---------------------------------
+
+
+def _make_stream(env_id: str, env_kwargs: list[dict]):
+    """``(stream, seed_envs, user)``: the vector stream over one sub-environment per seed, the sub-environments
+    themselves where they exist as objects (a ``SyncVectorEnv``'s; ``None`` for a native vector environment or a
+    user's), and whether it is the user's own vector environment (:func:`user_vector_env`)."""
+    from gymnasium.vector import SyncVectorEnv
+
+    from lcpo.envs.vector import VectorStream, make_vector_env
+
+    user = user_vector_env(env_id, env_kwargs)
+    venv = user if user is not None else make_vector_env(env_id, env_kwargs)
+    base = venv.unwrapped
+    envs = list(base.envs) if isinstance(base, SyncVectorEnv) and user is None else None
+    return VectorStream(venv), envs, user is not None
+
+
+def names_vector_env(env_id: str) -> bool:
+    """Whether ``env_id`` names a user's vector environment (see :func:`user_vector_env`), without making it.
+
+    Raises:
+        ValueError: an unknown environment name (:func:`lcpo.envs.registration.check_env_name`).
+    """
+    import gymnasium as gym
+    from gymnasium.vector import VectorEnv
+
+    from lcpo.envs.registration import _resolve
+
+    kind, target = _resolve(env_id)
+    if kind == "entry":
+        return isinstance(target, type) and issubclass(target, VectorEnv)
+    spec = gym.spec(target)
+    return spec.entry_point is None and spec.vector_entry_point is not None
+
+
+def user_vector_env(env_id: str, env_kwargs: Sequence[dict]):
+    """The user's own vector environment named by ``env_id``, made once for the whole population, or None when
+    ``env_id`` names a single environment (which :func:`lcpo.envs.vector.make_vector_env` vectorises).
+
+    A vector environment is: ``MODULE:CLASS`` where ``CLASS`` is a :class:`gymnasium.vector.VectorEnv`
+    subclass, or a registered id whose only entry point is a vector entry point. It is made with the (shared)
+    environment arguments, plus ``num_envs=N`` where it takes that argument and it was not given; its
+    ``num_envs`` must be N, one sub-environment per seed.
+
+    Raises:
+        ValueError: per-seed environment arguments that differ (one vector env takes one set), or ``num_envs``
+            other than the number of seeds.
+    """
+    import inspect
+
+    import gymnasium as gym
+
+    from lcpo.envs.registration import _resolve
+
+    if not names_vector_env(env_id):
+        return None
+    kind, target = _resolve(env_id)
+    n = len(env_kwargs)
+    if kind == "entry":
+        make = target
+    else:
+        def make(**kw):
+            return gym.make_vec(target, vectorization_mode="vector_entry_point", **kw)
+    first = dict(env_kwargs[0])
+    if any(dict(kw) != first for kw in env_kwargs[1:]):
+        raise ValueError(f"environment {env_id!r} is a vector env, made once for all seeds: its environment "
+                         "arguments must be the same for every seed")
+    kw = dict(first)
+    try:
+        takes_n = "num_envs" in inspect.signature(make).parameters or kind == "id"
+    except (TypeError, ValueError):
+        takes_n = False
+    if takes_n and "num_envs" not in kw:
+        kw["num_envs"] = n
+    venv = make(**kw)
+    if int(venv.num_envs) != n:
+        raise ValueError(f"environment {env_id!r} is a vector env of {venv.num_envs} sub-environments: pass "
+                         f"{venv.num_envs} seeds (one per sub-environment), got {n}")
+    return venv
+
+
+class _Template:
+    """A single environment's face of a user's vector env (spaces, context declaration) for the agents."""
+
+    def __init__(self, venv):
+        import gymnasium as gym
+
+        class Face(gym.Env):
+            metadata = dict(getattr(venv, "metadata", {}))
+
+        face = Face()
+        face.observation_space = venv.single_observation_space
+        face.action_space = venv.single_action_space
+        spec = getattr(venv.unwrapped, "context_spec", None)
+        if spec is not None:
+            face.context_spec = spec
+        self.env = face
+
+
+def _make_agents(agent: str, env_id: str, env_kwargs: dict, seeds: list[int], device: str, batch: bool,
+                 overrides: dict, template=None):
+    """The agent population over a template environment (made with seed 0's arguments; an agent reads it for
+    its spaces and context declaration): batch-native where :data:`lcpo.agents.population.BATCH_NATIVE` lists
+    the agent and ``batch`` is True, else the generic :class:`lcpo.agents.population.AgentPopulation` (N
+    single agents).
+
+    Raises:
+        ValueError: ``device`` other than ``"cpu"`` for an agent that is not batch-native.
+    """
+    from lcpo.agents import AGENTS
+    from lcpo.agents.population import BATCH_NATIVE, AgentPopulation, make_population
+    from lcpo.envs.registration import make_env
+
+    native = batch and agent in BATCH_NATIVE
+    if device != "cpu" and not native:
+        raise ValueError(f"--device {device}: agent {agent!r} is not batch-native here (its networks stay on the "
+                         f"CPU); batch-native agents: {', '.join(sorted(BATCH_NATIVE)) or 'none yet'}")
+    if template is None:
+        template = make_env(env_id, **env_kwargs)
+    if native:
+        kw = dict(overrides) if device == "cpu" else {**overrides, "device": device}
+        return make_population(agent, template, seeds, **kw)
+    return AgentPopulation(AGENTS[agent], template, seeds, **overrides)
+
+
+# -- the online loop of N seeds -----------------------------------------------------------------------------
+
+
+def _check_finite(what: str, values: np.ndarray, step: int, seeds: Sequence[int]) -> None:
+    if np.isfinite(values).all():
+        return
+    bad = ~np.isfinite(values.reshape(values.shape[0], -1)).all(axis=1)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"non-finite {what} {np.asarray(values[k]).tolist()} of seed {seeds[k]} at step {step}")
+
+
+class PopulationLoop:
+    """The online loop (:class:`lcpo.online.loop.OnlineLoop`) of N seeds stepped in lockstep.
+
+    Per seed it keeps what ``OnlineLoop`` keeps for one: the reset condition and its counter, the running
+    episode (return, length, context sum) and the episode rows; every step it acts for all seeds at once, steps
+    the vector stream, applies each seed's reset condition (a forced reset marks that seed's transition
+    ``truncated``; under ``never`` the environment's own truncation is cleared), hands the batch to the agent
+    population, records the episodes that ended and resets exactly those sub-environments.
+
+    Args:
+        stream: a :class:`lcpo.envs.vector.VectorStream` (``reset(seeds)``, ``step(actions)``,
+            ``reset_where(mask)``, ``get_state()``/``set_state()``) over N sub-environments.
+        agents: an agent population (``act_batch``, ``observe_batch``; :mod:`lcpo.agents.population`).
+        reset_conditions: one ``end | every:N | never`` string per seed.
+        seeds: the N run seeds (the first reset of sub-environment ``k`` is seeded with ``seeds[k]``).
+        on_episode: ``(k, row)`` for each finished episode (or 200-step window) of seed index ``k``.
+        on_update: ``(k, step, diagnostics)`` whenever seed ``k``'s agent updated.
+        segment_steps: steps per recorded row of a continuing (``never``) seed.
+
+    Raises:
+        ValueError: seeds and conditions of different lengths, a malformed condition, or (while running) a
+            non-finite observation or reward (naming the seed and step).
+    """
+
+    def __init__(self, stream, agents, reset_conditions: Sequence[str], seeds: Sequence[int],
+                 on_episode: Callable | None = None, on_update: Callable | None = None,
+                 segment_steps: int = SEGMENT_STEPS):
+        if len(reset_conditions) != len(seeds) or not seeds:
+            raise ValueError(f"need one reset condition per seed, got {len(reset_conditions)} for {len(seeds)} "
+                             "seeds")
+        if int(segment_steps) < 1:
+            raise ValueError(f"segment_steps must be >= 1, got {segment_steps}")
+        for c in reset_conditions:
+            if not isinstance(c, str):
+                raise ValueError(f"a population's reset condition is a string (end | every:N | never), got {c!r}")
+        self.stream, self.agents = stream, agents
+        self.seeds = [int(s) for s in seeds]
+        self.n = len(self.seeds)
+        self.conds = [parse_reset(c) for c in reset_conditions]
+        self.never = np.array([isinstance(c, NeverReset) for c in self.conds])
+        # conditions that can force a reset (ResetOnEnd and NeverReset never do)
+        self._counted = [k for k, c in enumerate(self.conds) if not isinstance(c, (ResetOnEnd, NeverReset))]
+        self.segment_steps = int(segment_steps)
+        self.on_episode, self.on_update = on_episode, on_update
+        self.steps = 0
+        self.episodes: list[list[tuple]] = [[] for _ in range(self.n)]
+        self.obs: np.ndarray | None = None
+        self._ep_return = np.zeros(self.n)
+        self._ep_length = np.zeros(self.n, dtype=np.int64)
+        self._ctx_sum: np.ndarray | None = None  # (N, c) float64, valid where _has_ctx
+        self._has_ctx = np.zeros(self.n, dtype=bool)
+
+    def _after_reset(self, mask: np.ndarray) -> None:
+        self._ep_return[mask] = 0.0
+        self._ep_length[mask] = 0
+        self._has_ctx[mask] = False
+        for k in np.flatnonzero(mask):
+            hook = getattr(self.conds[k], "on_reset", None)
+            if hook is not None:
+                hook()
+
+    def _add_context(self, infos) -> None:
+        arr = None
+        batched = getattr(infos, "batched", None)  # VectorStream's StepInfos: the (N, c) array without N dicts
+        if batched is not None:
+            try:
+                arr = np.asarray(batched("context"), dtype=np.float64).reshape(self.n, -1)
+            except KeyError:
+                arr = None
+        if arr is None:
+            ctx = [i.get("context") if i else None for i in infos]
+            if all(c is not None for c in ctx):
+                arr = np.asarray(ctx, dtype=np.float64).reshape(self.n, -1)
+        if arr is not None:
+            if self._ctx_sum is None or self._ctx_sum.shape != arr.shape:
+                self._ctx_sum = arr.copy()
+            elif self._has_ctx.all():
+                self._ctx_sum += arr
+            else:  # a fresh episode starts from its first context itself (as OnlineLoop does), keeping -0.0
+                np.copyto(self._ctx_sum, np.where(self._has_ctx[:, None], self._ctx_sum + arr, arr))
+            self._has_ctx[:] = True
+            return
+        for k, c in enumerate(ctx):  # some seeds report no context this step
+            if c is None:
+                continue
+            c = np.asarray(c, dtype=np.float64).ravel()
+            if self._ctx_sum is None:
+                self._ctx_sum = np.zeros((self.n, c.size))
+            self._ctx_sum[k] = self._ctx_sum[k] + c if self._has_ctx[k] else c
+            self._has_ctx[k] = True
+
+    def _carry_on(self, mask: np.ndarray) -> None:
+        """Keep stepping the masked sub-environments past their own truncation (``never``), as
+        :class:`~lcpo.online.loop.OnlineLoop` does with a single environment
+        (:meth:`lcpo.envs.vector.VectorStream.continue_where`).
+
+        Raises:
+            ValueError: the vector environment cannot (it resets its sub-environments itself); the message says
+                to make the environment continuing.
+        """
+        try:
+            self.stream.continue_where(mask)
+        except ValueError as exc:
+            raise ValueError(f"reset condition 'never': {exc}; or make the environment continuing (e.g. "
+                             "--env-arg time_limit=null)") from None
+
+    def _record(self, k: int) -> None:
+        n = int(self._ep_length[k])
+        ctx = () if not self._has_ctx[k] else tuple(float(c) for c in self._ctx_sum[k] / n)
+        row = (len(self.episodes[k]), self.steps, float(self._ep_return[k]), n) + ctx
+        self.episodes[k].append(row)
+        if self.on_episode is not None:
+            self.on_episode(k, row)
+
+    def run(self, until_step: int) -> None:
+        """Step every seed until the (shared) step count reaches ``until_step``."""
+        if self.obs is None:
+            obs = self.stream.reset(self.seeds)
+            _check_finite("observation returned by reset()", np.asarray(obs), self.steps, self.seeds)
+            self.obs = obs
+            self._after_reset(np.ones(self.n, dtype=bool))
+        stream, agents, conds, seeds = self.stream, self.agents, self.conds, self.seeds
+        any_never = bool(self.never.any())
+        while self.steps < until_step:
+            obs = self.obs
+            actions = agents.act_batch(obs)
+            next_obs, rewards, terminated, truncated, infos = stream.step(actions)
+            rewards = np.asarray(rewards, dtype=np.float64)
+            _check_finite("reward", rewards, self.steps, seeds)
+            _check_finite("observation", np.asarray(next_obs), self.steps, seeds)
+            terminated = np.array(terminated, dtype=bool)
+            truncated = np.array(truncated, dtype=bool)
+            if any_never:
+                carry_on = self.never & truncated & ~terminated
+                if carry_on.any():  # the environment's own time limit: a continuing stream goes on
+                    self._carry_on(carry_on)
+                truncated[self.never] = False
+            for k in self._counted:
+                if not (terminated[k] or truncated[k]):
+                    tr = Transition(obs[k], actions[k], float(rewards[k]), next_obs[k], False, False, infos[k])
+                    if conds[k](None, tr, None):
+                        truncated[k] = True
+            self.steps += 1
+            self._ep_return += rewards
+            self._ep_length += 1
+            self._add_context(infos)
+            diags = agents.observe_batch(obs, actions, rewards, next_obs, terminated, truncated, infos)
+            if self.on_update is not None:
+                for k, d in enumerate(diags):
+                    if d:
+                        self.on_update(k, self.steps, d)
+            done = terminated | truncated
+            if done.any():
+                for k in np.flatnonzero(done):
+                    self._record(k)
+                self.obs = stream.reset_where(done)
+                _check_finite("observation returned by reset()", np.asarray(self.obs), self.steps, seeds)
+                self._after_reset(done)
+            else:
+                self.obs = next_obs
+            if not any_never:
+                continue
+            window = self.never & ~done & (self._ep_length >= self.segment_steps)
+            if window.any():
+                for k in np.flatnonzero(window):
+                    self._record(k)
+                self._ep_return[window] = 0.0
+                self._ep_length[window] = 0
+                self._has_ctx[window] = False
+
+    def seed_states(self) -> list[dict]:
+        """Every seed's loop state in :meth:`lcpo.online.loop.OnlineLoop.state_dict`'s format (so a seed folder
+        resumes alone): counters, current observation, partial episode, episode rows, the reset condition's
+        counter and, under ``"env"``, its sub-environment's own ``get_state()``."""
+        env_states = self.stream.get_state()
+        return [{
+            "steps": self.steps, "obs": None if self.obs is None else np.array(self.obs[k], copy=True),
+            "ep_return": float(self._ep_return[k]), "ep_length": int(self._ep_length[k]),
+            "ctx_sum": self._ctx_sum[k].copy() if self._has_ctx[k] else None,
+            "episodes": [list(r) for r in self.episodes[k]],
+            "reset_count": getattr(self.conds[k], "_count", 0),
+            "env": env_states[k]["env"],
+            "wrappers": env_states[k].get("wrappers"),  # None for lcpo's native vector env (it has none)
+        } for k in range(self.n)]
+
+    def state_dict(self) -> dict:
+        """``{"seeds": seed_states()}``."""
+        return {"seeds": self.seed_states()}
+
+    def load_seed_states(self, states: Sequence[dict]) -> None:
+        """Restore one :meth:`seed_states` entry (or a solo ``OnlineLoop.state_dict``) per seed, all at one step.
+
+        Raises:
+            ValueError: the states are at different steps, or there is not one per seed.
+        """
+        if len(states) != self.n:
+            raise ValueError(f"need {self.n} seed states, got {len(states)}")
+        steps = {int(s["steps"]) for s in states}
+        if len(steps) != 1:
+            raise ValueError(f"seed states at different steps {sorted(steps)} cannot be one population")
+        self.stream.reset(self.seeds)  # as OnlineLoop.load_state_dict: one seeded reset, then the saved state
+        self.stream.set_state([{"env": s["env"], "obs": np.asarray(s["obs"], dtype=np.float32), "ended": False,
+                                "wrappers": s.get("wrappers")} for s in states])
+        self.steps = steps.pop()
+        self.obs = np.stack([np.asarray(s["obs"]) for s in states])
+        self._ep_return = np.array([float(s["ep_return"]) for s in states])
+        self._ep_length = np.array([int(s["ep_length"]) for s in states], dtype=np.int64)
+        self._has_ctx = np.array([s["ctx_sum"] is not None for s in states])
+        if self._has_ctx.any():
+            width = next(np.asarray(s["ctx_sum"]).size for s in states if s["ctx_sum"] is not None)
+            self._ctx_sum = np.zeros((self.n, width))
+            for k, s in enumerate(states):
+                if s["ctx_sum"] is not None:
+                    self._ctx_sum[k] = np.asarray(s["ctx_sum"], dtype=np.float64).ravel()
+        else:
+            self._ctx_sum = None
+        self.episodes = [[tuple(r) for r in s["episodes"]] for s in states]
+        for c, s in zip(self.conds, states):
+            if hasattr(c, "_count"):
+                c._count = int(s["reset_count"])
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` output."""
+        self.load_seed_states(state["seeds"])
+
+
+# -- the library class --------------------------------------------------------------------------------------
+
+
+class Population:
+    """N independent learners of one agent on N copies of one environment, trained together in one process.
+
+    Seed ``k`` learns as ``AGENTS[agent](env_k, seed=seeds[k], **overrides)`` would alone under
+    :class:`lcpo.online.loop.OnlineLoop` (see the module docstring for which agents are bitwise equal). Use
+    :func:`execute_population` for runs with folders, checkpoints and summaries.
+
+    Args:
+        agent: agent name (``lcpo``, ``a2c``, ...; ``lcpo agents list``).
+        env: environment id (an lcpo id, a Gymnasium id, or ``MODULE:ID`` / ``MODULE:CLASS``).
+        seeds: the run seeds, one learner each (distinct).
+        trace: context trace name or file (as :class:`lcpo.online.run.RunConfig.trace`), the same for every seed.
+        trace_length: fit the trace to this many steps.
+        env_kwargs: extra environment arguments: one dict for all seeds, or one dict per seed.
+        reset: reset condition (``end | every:N | never``), one for all seeds or one per seed.
+        device: ``"cpu"`` (default) or a torch device such as ``"cuda"`` for batch-native agents' networks.
+        batch: False: the generic path (N single agents) even for a batch-native agent.
+        **overrides: agent hyperparameters.
+
+    Attributes:
+        seeds: the run seeds.
+        agents: the agent population (``act_batch``, ``observe_batch``, ``seed_state_dict(k)``).
+        loop: the :class:`PopulationLoop`.
+
+    Raises:
+        ValueError: no seeds, repeated seeds, a list of the wrong length, an unknown agent or environment.
+    """
+
+    def __init__(self, agent: str, env: str = "lcpo/WindyPendulum-v0", seeds: Sequence[int] = (0,), *,
+                 trace: str | None = None, trace_length: int | None = None,
+                 env_kwargs: Mapping | Sequence[Mapping] | None = None, reset: str | Sequence[str] = "end",
+                 device: str = "cpu", batch: bool = True, **overrides):
+        from lcpo.envs.preflight import run_env_kwargs
+
+        seeds = [int(s) for s in seeds]
+        n = len(seeds)
+        if not n or len(set(seeds)) != n:
+            raise ValueError(f"a population needs distinct seeds, got {seeds}")
+        kwargs = _per_seed(env_kwargs or {}, n, "env_kwargs", Mapping)
+        resets = _per_seed(reset, n, "reset", str)
+        traces = [run_env_kwargs(env, trace, trace_length, kw) for kw in kwargs]
+        self._init(agent, env, seeds, traces, resets, device, batch, dict(overrides))
+
+    @classmethod
+    def _from_configs(cls, configs: Sequence, device: str = "cpu", batch: bool = True) -> "Population":
+        from lcpo.envs.preflight import run_env_kwargs
+
+        self = cls.__new__(cls)
+        c0 = configs[0]
+        self._init(c0.agent, c0.env, [c.seed for c in configs],
+                   [run_env_kwargs(c.env, c.trace, c.trace_length, c.env_kwargs) for c in configs],
+                   [c.reset for c in configs], device, batch, dict(c0.overrides))
+        return self
+
+    def _init(self, agent, env_id, seeds, env_kwargs, resets, device, batch, overrides) -> None:
+        from lcpo.agents import AGENTS
+
+        if agent not in AGENTS:
+            raise ValueError(f"unknown agent {agent!r}; known agents: {sorted(AGENTS)}")
+        self.agent_name, self.env_id, self.seeds, self.device = agent, env_id, list(seeds), str(device)
+        self.stream, self.seed_envs, user = _make_stream(env_id, env_kwargs)
+        # a user's own vector env: the agents see a single environment's face of it, as do the run folders
+        self.template = _Template(self.stream.venv).env if user else None
+        self.agents = _make_agents(agent, env_id, env_kwargs[0], self.seeds, self.device, batch, overrides,
+                                   self.template)
+        self.batch_native = not hasattr(self.agents, "members")  # the generic path holds its single agents
+        self.loop = PopulationLoop(self.stream, self.agents, resets, self.seeds)
+
+    @property
+    def n_seeds(self) -> int:
+        """N, the number of seeds."""
+        return len(self.seeds)
+
+    @property
+    def steps(self) -> int:
+        """Steps done by each seed (``n_seeds * steps`` environment steps in all)."""
+        return self.loop.steps
+
+    @property
+    def episodes(self) -> list[list[tuple]]:
+        """Per seed, the episode rows (:data:`lcpo.online.loop.EPISODE_COLUMNS` + context means)."""
+        return self.loop.episodes
+
+    def learn(self, total_steps: int, callback: Callable | None = None, threads: int | None = 1) -> "Population":
+        """Run every seed ``total_steps`` more steps; returns ``self``.
+
+        Args:
+            total_steps: steps per seed (>= 0).
+            callback: optional ``(k, step, diagnostics)`` after each update of seed index ``k``.
+            threads: torch/BLAS threads while learning (:func:`lcpo.online.threads.limit_threads`).
+
+        Raises:
+            ValueError: a negative or non-integer ``total_steps``.
+        """
+        from lcpo.online.threads import limit_threads
+
+        if isinstance(total_steps, bool) or not float(total_steps).is_integer() or total_steps < 0:
+            raise ValueError(f"total_steps must be a non-negative integer, got {total_steps!r}")
+        self.loop.on_update = callback
+        with limit_threads(threads):
+            self.loop.run(self.loop.steps + int(total_steps))
+        return self
+
+    def lifelong_return(self, warmup_steps: int = 0) -> list[float]:
+        """Per seed, the lifelong return (:func:`lcpo.persistence.runlog.lifelong_return`; NaN before any
+        episode ends after the warm-up)."""
+        from lcpo.persistence.runlog import lifelong_return
+
+        return [lifelong_return(rows, warmup_steps) for rows in self.loop.episodes]
+
+    def seed_state(self, k: int) -> dict:
+        """Seed index ``k`` as a solo run's checkpoint holds it: ``{"agent": ..., "loop": ...}`` (the single
+        agent's ``state_dict`` and ``OnlineLoop.state_dict`` formats)."""
+        return {"agent": self.agents.seed_state_dict(k), "loop": self.loop.seed_states()[k]}
+
+    def state_dict(self) -> dict:
+        """Every seed's :meth:`seed_state` (``{"seeds": [...]}``)."""
+        loops = self.loop.seed_states()
+        return {"seeds": [{"agent": self.agents.seed_state_dict(k), "loop": loops[k]} for k in range(self.n_seeds)]}
+
+    def load_seed_states(self, states: Sequence[dict]) -> None:
+        """Restore one ``{"agent", "loop"}`` per seed (from :meth:`seed_state` or a solo run's checkpoint)."""
+        for k, s in enumerate(states):
+            self.agents.load_seed_state_dict(k, s["agent"])
+        self.loop.load_seed_states([s["loop"] for s in states])
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` output."""
+        self.load_seed_states(state["seeds"])
+
+    def hyperparameters(self, k: int) -> dict:
+        """Seed ``k``'s resolved hyperparameters (the ``hyperparameters`` entry of its config.json)."""
+        members = getattr(self.agents, "members", None)
+        hp = members[k].hp if members is not None else self.agents.hp
+        return dataclasses.asdict(hp)
+
+    def seed_env(self, k: int, config=None):
+        """An environment object for seed ``k``'s metadata (context spec, trace, run metrics): its
+        sub-environment, or (native vector environment) one made from ``config`` for its description."""
+        if self.seed_envs is not None:
+            return self.seed_envs[k]
+        if self.template is not None:
+            return self.template
+        from lcpo.online.run import make_run_env
+
+        if config is None:
+            raise ValueError("a native vector environment has no sub-environment objects; pass the seed's config")
+        return make_run_env(config)
+
+
+def _per_seed(value, n: int, what: str, kind) -> list:
+    if isinstance(value, kind):
+        return [value] * n
+    value = list(value)
+    if len(value) != n:
+        raise ValueError(f"{what}: need one entry per seed ({n}), got {len(value)}")
+    return value
+
+
+# -- runs with folders: execute_population ------------------------------------------------------------------
+
+
+def population_folder(out_dirs: Sequence[str | Path], agent: str) -> Path:
+    """Default folder of a population's own checkpoint: ``<common parent of the seed folders>/.population-
+    <agent>-<8 hex digits>``, the digits a hash of the seed folders' paths relative to that parent (the same seed
+    folders, the same population folder, also after the parent is moved or copied).
+
+    Raises:
+        ValueError: for no folders.
+    """
+    if not out_dirs:
+        raise ValueError("population_folder needs at least one seed folder")
+    resolved = [Path(p).resolve() for p in out_dirs]
+    parent = Path(os.path.commonpath([p.parent for p in resolved]))
+    names = "\n".join(sorted(str(p.relative_to(parent)) for p in resolved))
+    digest = hashlib.sha256(names.encode()).hexdigest()[:8]
+    return parent / f".population-{agent}-{digest}"
+
+
+def _member_key(out: Path, pop_dir: Path) -> str:
+    """How the population checkpoint names a seed folder: its path relative to the population folder's parent."""
+    return os.path.relpath(Path(out).resolve(), Path(pop_dir).resolve().parent)
+
+
+def _check_members(configs: Sequence, out_dirs: Sequence) -> None:
+    if not configs:
+        raise ValueError("execute_population needs at least one run configuration")
+    if len(configs) != len(out_dirs):
+        raise ValueError(f"execute_population: {len(configs)} configurations but {len(out_dirs)} run folders")
+    resolved = [str(Path(p).resolve()) for p in out_dirs]
+    if len(set(resolved)) != len(resolved):
+        raise ValueError(f"execute_population: run folders repeat: {[str(p) for p in out_dirs]}")
+    seeds = [c.seed for c in configs]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"execute_population: seeds repeat: {seeds} (each seed runs once)")
+    first = configs[0].to_dict()
+    for c in configs[1:]:
+        d = c.to_dict()
+        for key in SHARED_KEYS:
+            if d[key] != first[key]:
+                raise ValueError(f"runs of one population must share {key}: seed {configs[0].seed} has "
+                                 f"{json.dumps(first[key])}, seed {c.seed} has {json.dumps(d[key])}")
+
+
+def execute_population(configs: Sequence, out_dirs: Sequence[str | Path], *, resume: bool = True,
+                       progress: bool = False, threads: int | None = 1, stop_at: int | None = None,
+                       on_progress: Callable[[int, float], None] | None = None,
+                       on_message: Callable[[str], None] | None = None, batch: bool = True, device: str = "cpu",
+                       population_dir: str | Path | None = None) -> list[dict]:
+    """Run N runs that differ only in seed (and per-seed settings) as one population; one summary per run.
+
+    The entry point for grouping seeds (the CLI's ``lcpo run --seed 0-15``, and for a sweep: pass the
+    :class:`lcpo.online.run.RunConfig` s of one cell that differ only in ``seed``, with their run folders). Each
+    folder ends as :func:`lcpo.online.run.execute` leaves it (config.json, episodes.csv, diagnostics.csv,
+    probes/, tb/, checkpoint/, summary.json), and each summary has the keys of ``execute``'s plus
+    ``population``: ``{"size", "seeds", "steps_per_s" (environment steps of all seeds per second of wall time),
+    "batch_native", "device"}``. Runs already finished with the same configuration are returned as they are; the
+    others resume per the rules of :func:`lcpo.online.run.resume_plan`, from the later of the population's
+    checkpoint and their folder's own.
+
+    Args:
+        configs: the runs' configurations (share :data:`SHARED_KEYS`; distinct seeds).
+        out_dirs: one run folder per configuration.
+        resume: as for ``execute``.
+        progress: a tqdm bar over the environment steps of all seeds (total steps/s).
+        threads: torch/BLAS threads (1: one core).
+        stop_at: stop (after checkpointing) at this step of every seed, without summaries (tests).
+        on_progress: optional ``(steps_done_per_seed, mean recent return over seeds)`` callback.
+        on_message: optional callback receiving one-line notes (as ``execute``'s).
+        batch: False: run the seeds one at a time with ``execute`` (exactly today's runs).
+        device: ``"cpu"`` or a torch device for a batch-native agent's networks (``"cuda"``: unmeasured).
+        population_dir: folder of the population's checkpoint (default :func:`population_folder`).
+
+    Returns:
+        The summaries, in the order of ``configs`` (``{"interrupted_at": step}`` for runs stopped by
+        ``stop_at``).
+
+    Raises:
+        ValueError: configurations that cannot form one population (naming the key), everything ``execute``
+            raises, or resumable runs whose checkpoints are at different steps (resume them one by one).
+        CheckpointError: a missing, corrupt or mismatched checkpoint file (named).
+        RunFolderBusy: another process is writing one of the folders.
+    """
+    from lcpo.online.run import _make_folder, _remove_failed, execute
+    from lcpo.persistence.runlock import RunLock
+
+    configs, out_dirs = list(configs), [Path(p) for p in out_dirs]
+    _check_members(configs, out_dirs)
+    if not batch:
+        return [execute(c, o, resume=resume, progress=progress, threads=threads, stop_at=stop_at,
+                        on_progress=on_progress, on_message=on_message) for c, o in zip(configs, out_dirs)]
+    pop_dir = Path(population_dir) if population_dir is not None else population_folder(out_dirs, configs[0].agent)
+    created: list[list[Path]] = []
+    locks: list[RunLock] = []
+    try:
+        for folder in [*out_dirs, pop_dir]:
+            made = _make_folder(folder)
+            created.append(made)
+            lock = RunLock(folder)
+            try:
+                lock.acquire()
+            except BaseException:
+                for p in reversed(made):
+                    try:
+                        p.rmdir()
+                    except OSError:
+                        break
+                created.pop()
+                raise
+            locks.append(lock)
+        return _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_at, on_progress,
+                               on_message, device)
+    except BaseException:
+        if len(locks) == len(out_dirs) + 1:  # the population folder goes first, so that emptied parents can go
+            _remove_if_spent(pop_dir)
+            locks.pop().release()
+        if not (pop_dir / POINTER).exists():  # else its generations in the seed folders are resumable
+            for folder, made in reversed(list(zip(out_dirs, created))):  # the last made first: parents last
+                if made:
+                    _remove_failed(folder, made)
+        raise
+    finally:
+        if len(locks) == len(out_dirs) + 1:
+            _remove_if_spent(pop_dir)  # only while holding its lock
+        for lock in reversed(locks):
+            lock.release()
+
+
+def _remove_if_spent(pop_dir: Path) -> None:
+    """Remove the population folder once it holds nothing but its lock file (the run finished, or failed
+    before its first checkpoint); called by the lock's holder only."""
+    from lcpo.persistence.runlock import LOCK_NAME
+
+    try:
+        if pop_dir.is_dir() and {p.name for p in pop_dir.iterdir()} <= {LOCK_NAME}:
+            (pop_dir / LOCK_NAME).unlink(missing_ok=True)
+            pop_dir.rmdir()
+    except OSError:
+        pass
+
+
+def _probe_view(agents, k: int):
+    """What :class:`lcpo.experiments.forgetting.PolicyProbe` reads of seed ``k`` (``actor``, ``rollout``): the
+    generic path's single agent, or a batch-native population's per-seed modules and rollout views."""
+    members = getattr(agents, "members", None)
+    if members is not None:
+        return members[k]
+    from types import SimpleNamespace
+
+    actors, rollouts = getattr(agents, "actors", None), getattr(agents, "rollouts", None)
+    if actors is None or rollouts is None:
+        return SimpleNamespace()  # nothing to probe (PolicyProbe.supports is False)
+    return SimpleNamespace(actor=actors.members[k], rollout=rollouts.seed(k))
+
+
+#: The population's commit pointer, in its folder.
+POINTER = "population.json"
+
+
+def read_population_pointer(pop_dir: str | Path) -> dict | None:
+    """The population folder's commit pointer ``population.json`` (``{"format", "step", "members": [{"folder",
+    "generation", "sha256", "config"}]}``), or None if there is none.
+
+    Raises:
+        CheckpointError: a truncated or malformed pointer (naming the file).
+    """
+    from lcpo.persistence.checkpoint import CheckpointError
+
+    path = Path(pop_dir) / POINTER
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        doc = json.loads(text.decode("utf-8"))
+        if doc.get("format") != 1:
+            raise ValueError(f"format {doc.get('format')!r}")
+        int(doc["step"])
+        for m in doc["members"]:
+            str(m["folder"]), str(m["generation"]), str(m["sha256"]), dict(m["config"])
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CheckpointError(f"population checkpoint pointer {path} is truncated or corrupt ({exc}); delete it to "
+                              "resume each seed from its own folder's checkpoint") from None
+    return doc
+
+
+def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int):
+    """``(step, state, source)`` seed ``cfg`` starts from: its folder's committed checkpoint, or the generation
+    the population pointer names for it (``member``, at ``pop_step``), whichever is later; or ``(0, None, None)``."""
+    from lcpo.online.run import config_changes
+    from lcpo.persistence.checkpoint import CheckpointError, RunCheckpoints
+
+    store = RunCheckpoints(out / "checkpoint")
+    best = (0, None, None)
+    if plan.action in ("resume", "extend"):
+        step, state = store.load()
+        if step != plan.step or [c for c in config_changes(state.get("config", {}), cfg.to_dict()) if c[0] != "steps"]:
+            raise CheckpointError(f"checkpoint in {store.folder} does not match its pointer {store.pointer}")
+        best = (step, state, "folder")
+    if member is not None and pop_step > best[0] and pop_step <= cfg.steps:
+        same = not [c for c in config_changes(member["config"], cfg.to_dict()) if c[0] != "steps"]
+        if same and (store.folder / member["generation"]).is_dir():  # gone if the seed went on alone since
+            best = (pop_step, store.load_generation(pop_step, member["generation"], member["sha256"]),
+                    "population")
+    return best
+
+
+def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_at, on_progress, on_message,
+                    device) -> list[dict]:
+    from lcpo.online.run import _RUN_OUTPUTS, _context_names, _env_metrics, _trace_info, _versions, resume_plan
+    from lcpo.online.threads import limit_threads
+    from lcpo.envs.task import return_unit
+    from lcpo.persistence.checkpoint import RunCheckpoints, atomic_write_json
+    from lcpo.persistence.runlog import RunLog, lifelong_return, scored_episodes
+
+    say = on_message or (lambda msg: None)
+    from lcpo.persistence.provenance import code_provenance
+
+    code = code_provenance()  # the code this invocation runs on (summary.json "code", as execute's)
+    plans = [resume_plan(c, o, resume) for c, o in zip(configs, out_dirs)]  # a refusal stops all, changes nothing
+    results: list[dict | None] = [None] * len(configs)
+    for i, p in enumerate(plans):
+        if p.action == "done":
+            say(p.message)
+            results[i] = p.summary
+    active = [i for i, p in enumerate(plans) if p.action != "done"]
+    if not active:
+        return results
+    pointer = read_population_pointer(pop_dir) if resume else None
+    members = {m["folder"]: m for m in pointer["members"]} if pointer else {}
+    pop_step = int(pointer["step"]) if pointer else 0
+    starts = [_start_state(configs[i], out_dirs[i], plans[i], members.get(_member_key(out_dirs[i], pop_dir)),
+                           pop_step) for i in active]
+    steps0 = sorted({s for s, _, _ in starts})
+    if len(steps0) > 1:
+        at = ", ".join(f"{out_dirs[i]} at step {s:,}" for i, (s, _, _) in zip(active, starts))
+        raise ValueError(f"cannot continue these runs as one population: their checkpoints are at different steps "
+                         f"({at}); resume them one by one (`lcpo resume FOLDER`, or --no-batch)")
+    cfgs = [configs[i] for i in active]
+    outs = [out_dirs[i] for i in active]
+    pop = Population._from_configs(cfgs, device=device)
+    n = len(cfgs)
+    logs, probes, snaps = [], [], []
+    from lcpo.experiments.snapshots import SnapshotRecorder
+
+    for j, cfg in enumerate(cfgs):  # frozen acting-network snapshots per seed (forgetting), as execute's
+        snaps.append(SnapshotRecorder.create(outs[j], _probe_view(pop.agents, j), cfg.steps))
+    for j, cfg in enumerate(cfgs):
+        env_j = pop.seed_env(j, cfg)
+        logs.append(RunLog(outs[j], _context_names(env_j), every=cfg.diagnostics_every, tensorboard=False))
+        probe = None
+        if cfg.probe_every:
+            from lcpo.experiments.drift import PolicyProbe
+
+            probe = PolicyProbe(outs[j], cfg.probe_every, seed=cfg.seed)
+        probes.append(probe)
+    wall_before = 0.0
+    resumed_from: list[list[int]] = [[] for _ in range(n)]
+    step0 = steps0[0]
+    if step0 > 0:
+        states = [s for _, s, _ in starts]
+        pop.load_seed_states(states)
+        wall_before = max(float(s["wall_time_s"]) for s in states)
+        for j, s in enumerate(states):
+            resumed_from[j] = [int(k) for k in s.get("resumed_from", [])] + [step0]
+            if probes[j] is not None:
+                probes[j].resume_from(step0)
+            if snaps[j] is not None:
+                snaps[j].resume_from(step0)
+            logs[j].load_state_dict(s["log"])
+    # every check passed: from here on the folders are written
+    for j, (cfg, out) in enumerate(zip(cfgs, outs)):
+        if step0 == 0:
+            for name in _RUN_OUTPUTS:
+                p = out / name
+                if p.is_dir():
+                    shutil.rmtree(p)
+                elif p.exists():
+                    p.unlink()
+        (out / "summary.json").unlink(missing_ok=True)
+        if cfg.tensorboard:
+            logs[j].open_tensorboard(purge_step=None if step0 == 0 else step0 + 1)
+        env_j = pop.seed_env(j, cfg)
+        atomic_write_json(out / "config.json", {"run": cfg.to_dict(), "hyperparameters": pop.hyperparameters(j),
+                                                "context_spec": getattr(env_j.unwrapped, "context_spec", None)
+                                                and env_j.unwrapped.context_spec.to_dict(),
+                                                "versions": _versions()})
+        if step0 > 0:
+            logs[j].write(pop.episodes[j])  # episodes.csv / diagnostics.csv as of the checkpoint
+        if starts[j][2] == "population":
+            say(f"{out}: resuming from the population checkpoint at step {step0:,}")
+        elif plans[active[j]].message:
+            say(plans[active[j]].message)
+
+    def on_update(j, step, diag):
+        logs[j].on_update(step, diag)
+        if snaps[j] is not None:
+            snaps[j].on_update(step)
+        if probes[j] is not None:
+            probes[j].on_update(step, _probe_view(pop.agents, j))
+
+    recent: list[list[float]] = [[] for _ in range(n)]
+
+    def on_episode(j, row):
+        logs[j].on_episode(row)
+        recent[j].append(row[2])
+        if len(recent[j]) > 20:
+            recent[j].pop(0)
+
+    pop.loop.on_update, pop.loop.on_episode = on_update, on_episode
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=n * cfgs[0].steps, initial=n * pop.steps, unit="step", unit_scale=True,
+                   dynamic_ncols=True, desc=f"{cfgs[0].agent} x{n} {cfgs[0].env.split('/')[-1]}")
+    start = time.perf_counter()
+    target = cfgs[0].steps if stop_at is None else min(cfgs[0].steps, stop_at)
+    every = cfgs[0].checkpoint_every
+    stores = [RunCheckpoints(out / "checkpoint") for out in outs]
+
+    def checkpoint():
+        """One atomic commit of the whole population, with no second copy of any state: (1) every seed folder
+        gets its new generation, not yet pointed to; (2) ``population.json`` names them all (the commit point);
+        (3) every seed folder's ``latest.json`` is pointed to its generation, then its CSVs are rewritten."""
+        wall = wall_before + time.perf_counter() - start
+        for j, rec in enumerate(snaps):
+            if rec is not None:
+                if pop.steps == cfgs[j].steps:
+                    rec.take(pop.steps)  # the final policy
+                rec.write()  # before the commit: never behind the committed checkpoint
+        loops = pop.loop.seed_states()
+        gens = []
+        for j, cfg in enumerate(cfgs):  # one seed's state in memory at a time
+            state = {"config": cfg.to_dict(), "agent": pop.agents.seed_state_dict(j), "loop": loops[j],
+                     "log": logs[j].state_dict(), "wall_time_s": wall, "resumed_from": resumed_from[j]}
+            gens.append(stores[j].write_generation(pop.steps, state))
+            del state
+        atomic_write_json(pop_dir / POINTER, {
+            "format": 1, "step": pop.steps,
+            "members": [{"folder": _member_key(o, pop_dir), "generation": name, "sha256": sha,
+                         "config": cfg.to_dict()} for o, cfg, (name, sha) in zip(outs, cfgs, gens)]})
+        for j, (name, sha) in enumerate(gens):
+            stores[j].point_to(pop.steps, name, sha, cfgs[j].to_dict())
+            logs[j].write(pop.episodes[j])  # after the commit: never ahead of the committed checkpoints
+
+    chunk = 1000 if (bar is not None or on_progress is not None) else None
+    try:
+        with limit_threads(threads):
+            while pop.steps < target:
+                nxt = target if not every else min(target, (pop.steps // every + 1) * every)
+                if chunk:
+                    nxt = min(nxt, pop.steps + chunk)
+                before = pop.steps
+                pop.loop.run(nxt)
+                if bar is not None:
+                    bar.update(n * (pop.steps - before))
+                    means = [np.mean(r) for r in recent if r]
+                    if means:
+                        bar.set_postfix(ret=f"{np.mean(means):.1f}", refresh=False)
+                if on_progress is not None:
+                    means = [np.mean(r) for r in recent if r]
+                    on_progress(pop.steps, float(np.mean(means)) if means else math.nan)
+                if every and (pop.steps % every == 0 or pop.steps == target):
+                    checkpoint()
+    finally:
+        if bar is not None:
+            bar.close()
+        for log in logs:
+            log.close()
+    if pop.steps < cfgs[0].steps:
+        for j, i in enumerate(active):
+            results[i] = {"interrupted_at": pop.steps}
+        return results
+    wall = wall_before + time.perf_counter() - start
+    if not every:
+        for rec in snaps:
+            if rec is not None:
+                rec.take(pop.steps)
+                rec.write()
+    population = {"size": n, "seeds": [c.seed for c in cfgs],
+                  "steps_per_s": n * pop.steps / wall if wall > 0 else None,
+                  "batch_native": bool(pop.batch_native), "device": pop.device}
+    for j, (cfg, out) in enumerate(zip(cfgs, outs)):
+        log = logs[j]
+        log.write(pop.episodes[j], final=True, last_step=pop.steps)
+        episodes = pop.episodes[j]
+        lr = lifelong_return(episodes, cfg.warmup_steps)
+        env_j = pop.seed_env(j, cfg)
+        summary = {
+            "lifelong_return": None if math.isnan(lr) else lr,
+            "episodes": len(episodes),
+            "scored_episodes": scored_episodes(episodes, cfg.warmup_steps),
+            "steps": pop.steps,
+            "wall_time_s": wall,
+            "steps_per_s": pop.steps / wall if wall > 0 else None,
+            "updates": log.updates,
+            "constrained_fraction": log.mean("train/constrained"),
+            "line_search_accept_fraction": (log.totals.get("train/line_search_ok", 0.0)
+                                            / max(1.0, log.totals.get("train/constrained", 0.0))),
+            "ood_fraction": log.mean("ood/fraction"),
+            "resumed_from": resumed_from[j],
+            "env_metrics": _env_metrics(env_j) if pop.seed_envs is not None else {},
+            "trace": _trace_info(env_j),
+            "return_unit": return_unit(cfg.reset),
+            "versions": _versions(),
+            "code": code,
+            "config": cfg.to_dict(),
+            "hyperparameters": pop.hyperparameters(j),
+            "population": population,
+        }
+        atomic_write_json(out / "summary.json", summary)
+        results[active[j]] = json.loads((out / "summary.json").read_text())
+    # every seed folder now holds its final checkpoint and summary: the population's pointer has done its work
+    (pop_dir / POINTER).unlink(missing_ok=True)
+    return results

@@ -1,0 +1,426 @@
+"""The serving protocol as a deterministic state machine over log records, and strict request validation.
+
+**Streams and decisions.** A stream is one source of experience (one proxy, one client). Every action the
+server answers is a *decision*, numbered ``0, 1, 2, ...`` across all streams in log order (id ``"d<n>"``).
+Each stream holds a FIFO of *outstanding* decisions (answered, reward not yet known):
+
+* ``step`` (Park's convention, one round trip per step): ``reward``/``terminated``/``truncated`` belong to the
+  stream's previous action. ``reward: null`` starts the stream (or starts it afresh, dropping an outstanding
+  decision, which is never learned from: this is how a client recovers from a lost answer); otherwise the
+  stream must have exactly one outstanding decision, which the request resolves into a transition
+  ``(its obs, its action, reward, next_obs, terminated, truncated, info)``. When the previous action ended the
+  episode (``terminated`` or ``truncated``), ``obs`` is the first observation of the next episode and
+  ``final_obs`` (required then, refused otherwise) is the real observation reached, the transition's
+  ``next_obs``; else ``next_obs = obs``. A new decision is then made on ``obs``.
+* ``act`` appends a decision; ``observe`` resolves one with ``reward``, ``next_obs`` and the flags. A stream's
+  decisions are observed in the order they were made (the oldest outstanding first), so each stream's
+  transitions stay in order.
+
+**Records.** Each accepted request is one log record (a JSON object, see :class:`ServerState.apply`;
+observations in it are float32 arrays, written by the log as exact base64 bytes, :func:`vec`); the
+state (streams, outstanding decisions, counters) is a function of the records alone, so replaying the log
+rebuilds it exactly. Validation (:meth:`ServerState.check_step` etc.) reads the state and never changes it: a
+refused request changes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from lcpo.online.loop import Transition
+
+__all__ = ["RequestError", "Limits", "Spaces", "ServerState", "INFO_KEYS"]
+
+#: Stream names: 1-128 characters of letters, digits and ``. _ : @ / -``.
+STREAM_RE = re.compile(r"[A-Za-z0-9._:@/\-]{1,128}\Z")
+#: Keys allowed in a transition's ``info`` object and what they mean to the agents (architecture.md,
+#: "Transitions"): a time-dependent discount and an action overridden by the system.
+INFO_KEYS = ("gamma", "forced")
+
+
+class RequestError(Exception):
+    """A refused request: HTTP status and a one-line message that names the bad field.
+
+    Attributes:
+        status: 400 (malformed body), 401, 404 (unknown stream or decision), 409 (conflict with the stream's
+            state, e.g. a duplicate observe), 413, 415, 422 (a bad field), 429 (a limit reached).
+        field: the offending field (``"obs[3]"``, ``"decision"``), or None.
+    """
+
+    def __init__(self, status: int, message: str, field: str | None = None):
+        super().__init__(message)
+        self.status, self.field = int(status), field
+
+
+class Limits:
+    """Bounds on what clients may make the server hold.
+
+    Args:
+        max_streams: streams the server tracks at once.
+        max_outstanding: outstanding decisions per stream.
+    """
+
+    def __init__(self, max_streams: int = 10_000, max_outstanding: int = 1024):
+        self.max_streams, self.max_outstanding = int(max_streams), int(max_outstanding)
+
+
+class Spaces:
+    """The served system's spaces as validation needs them.
+
+    Args:
+        observation_space: a 1-D ``gymnasium.spaces.Box``.
+        action_space: ``Discrete(n)`` or ``MultiDiscrete([k] * D)``.
+    """
+
+    def __init__(self, observation_space, action_space):
+        import gymnasium as gym
+
+        self.obs_dim = int(observation_space.shape[0])
+        self.low = np.asarray(observation_space.low, dtype=np.float32).reshape(-1)
+        self.high = np.asarray(observation_space.high, dtype=np.float32).reshape(-1)
+        self.bounded = bool(np.isfinite(self.low).any() or np.isfinite(self.high).any())
+        self.discrete = isinstance(action_space, gym.spaces.Discrete)
+
+    def obs(self, value: Any, field: str) -> np.ndarray:
+        """Check an observation: a list of ``obs_dim`` finite numbers inside the space's bounds.
+
+        Returns:
+            ``(obs_dim,)`` float32.
+
+        Raises:
+            RequestError: 422 naming ``field`` (and the index) for a wrong type, length, a NaN/inf or a value
+                outside the bounds.
+        """
+        if not isinstance(value, list):
+            raise RequestError(422, f"{field} must be a list of {self.obs_dim} numbers, got {type(value).__name__}",
+                               field)
+        if len(value) != self.obs_dim:
+            raise RequestError(422, f"{field} must have {self.obs_dim} entries, got {len(value)}", field)
+        arr = None
+        if all(type(x) is float or type(x) is int for x in value):  # not bool, str (which NumPy would parse)
+            try:
+                with np.errstate(over="ignore"):  # a float beyond float32's range becomes inf: refused below
+                    arr = np.array(value, dtype=np.float32)
+            except (TypeError, ValueError, OverflowError):
+                arr = None
+        if arr is None or arr.shape != (self.obs_dim,):
+            for i, x in enumerate(value):
+                if isinstance(x, bool) or not isinstance(x, (int, float)):
+                    raise RequestError(422, f"{field}[{i}] must be a number, got {_show(x)}", f"{field}[{i}]")
+            arr = np.full(self.obs_dim, np.inf, dtype=np.float32)  # (an int too large for float32 stays inf)
+            for i, x in enumerate(value):
+                try:
+                    arr[i] = x
+                except OverflowError:
+                    pass
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise RequestError(422, f"{field}[{i}] must be finite, got {_show(value[i])}", f"{field}[{i}]")
+        if self.bounded:
+            out = (arr < self.low) | (arr > self.high)
+            if out.any():
+                i = int(np.argmax(out))
+                raise RequestError(422, f"{field}[{i}] = {_show(value[i])} is outside the observation space's bounds "
+                                        f"[{self.low[i]}, {self.high[i]}]", f"{field}[{i}]")
+        return arr
+
+    def action(self, logged) -> Any:
+        """The agent-side form of a logged action: an int64 scalar (Discrete) or ``(D,)`` int64."""
+        return np.int64(logged) if self.discrete else np.asarray(logged, dtype=np.int64)
+
+
+def _show(x: Any) -> str:
+    """``repr(x)`` cut to 40 characters (messages quote client values)."""
+    r = repr(x)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _fields(body: Any, required: tuple, optional: tuple) -> dict:
+    if not isinstance(body, dict):
+        raise RequestError(400, f"the request body must be a JSON object, got {type(body).__name__}")
+    unknown = sorted(set(body) - set(required) - set(optional))
+    if unknown:
+        raise RequestError(422, f"unknown field {_show(unknown[0])}; allowed: {', '.join(required + optional)}", unknown[0])
+    for k in required:
+        if k not in body:
+            raise RequestError(422, f"missing field {k!r}", k)
+    return body
+
+
+def _bool(body: dict, k: str) -> bool:
+    v = body.get(k, False)
+    if not isinstance(v, bool):
+        raise RequestError(422, f"{k} must be true or false, got {_show(v)}", k)
+    return v
+
+
+def _reward(v: Any, nullable: bool) -> float | None:
+    if v is None and nullable:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise RequestError(422, f"reward must be a number{' or null' if nullable else ''}, got {_show(v)}", "reward")
+    try:
+        v = float(v)
+    except OverflowError:
+        v = math.inf
+    if not math.isfinite(v):
+        raise RequestError(422, f"reward must be finite, got {v!r}", "reward")
+    return v
+
+
+def _info(v: Any) -> dict | None:
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        raise RequestError(422, f"info must be an object with keys among {list(INFO_KEYS)}, got {_show(v)}", "info")
+    unknown = sorted(set(v) - set(INFO_KEYS))
+    if unknown:
+        raise RequestError(422, f"unknown field 'info.{unknown[0]}'; allowed: {', '.join(INFO_KEYS)}",
+                           f"info.{unknown[0]}")
+    out = {}
+    if "gamma" in v:
+        g = v["gamma"]
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not (0.0 <= float(g) <= 1.0):
+            raise RequestError(422, f"info.gamma must be a number in [0, 1], got {_show(g)}", "info.gamma")
+        out["gamma"] = float(g)
+    if "forced" in v:
+        if not isinstance(v["forced"], bool):
+            raise RequestError(422, f"info.forced must be true or false, got {_show(v['forced'])}", "info.forced")
+        out["forced"] = v["forced"]
+    return out
+
+
+def _floats(arr: np.ndarray) -> list:
+    return arr.astype(np.float64).tolist()
+
+
+def vec(v: Any) -> np.ndarray:
+    """A record's observation as ``(obs_dim,)`` float32: the array itself (a record being built), a
+    ``{"f32": base64}`` object (as :mod:`lcpo.serve.log` writes arrays: the float32 bytes, little-endian, exact)
+    or a list of numbers."""
+    if isinstance(v, np.ndarray):
+        return v
+    if isinstance(v, dict):
+        import base64
+
+        return np.frombuffer(base64.b64decode(v["f32"]), dtype="<f4").astype(np.float32)
+    return np.asarray(v, dtype=np.float32)
+
+
+def decision_id(n: int) -> str:
+    """The public id of decision number ``n``."""
+    return f"d{n}"
+
+
+def parse_decision(v: Any) -> int:
+    """Decision number of a public id ``"d<n>"``.
+
+    Raises:
+        RequestError: 422 for a malformed id.
+    """
+    if not isinstance(v, str) or not re.fullmatch(r"d(0|[1-9][0-9]{0,17})", v):
+        raise RequestError(422, f"decision must be an id like 'd42' as answered by /v1/act, got {_show(v)}", "decision")
+    return int(v[1:])
+
+
+class ServerState:
+    """Streams, outstanding decisions and counters: a deterministic function of the applied records.
+
+    Args:
+        spaces: the served spaces (for validation and the agent-side form of actions).
+        limits: the client limits.
+
+    Attributes:
+        records: records applied. decisions: decisions made. transitions: transitions completed.
+        streams: stream name -> deque of outstanding ``(n, obs (obs_dim,) float32, logged action)``,
+            in the order streams were first seen.
+    """
+
+    def __init__(self, spaces: Spaces, limits: Limits | None = None):
+        self.spaces = spaces
+        self.limits = limits or Limits()
+        self.records = 0
+        self.decisions = 0
+        self.transitions = 0
+        self.streams: dict[str, deque] = {}
+        self._owner: dict[int, str] = {}
+
+    # -- validation (never changes the state) --------------------------------------------------------------------
+    def _stream(self, body: dict) -> str:
+        s = body["stream"]
+        if not isinstance(s, str) or not STREAM_RE.match(s):
+            raise RequestError(422, f"stream must be 1-128 characters of letters, digits and . _ : @ / -, got {_show(s)}",
+                               "stream")
+        return s
+
+    def _can_decide(self, stream: str, dropping: int = 0) -> None:
+        q = self.streams.get(stream)
+        if q is None and len(self.streams) >= self.limits.max_streams:
+            raise RequestError(429, f"stream limit reached ({self.limits.max_streams} streams); cannot open "
+                                    f"stream {stream!r}", "stream")
+        if q is not None and len(q) - dropping >= self.limits.max_outstanding:
+            raise RequestError(429, f"stream {stream!r} has {len(q)} outstanding decisions (limit "
+                                    f"{self.limits.max_outstanding}); observe them first", "stream")
+
+    def check_step(self, body: Any) -> dict:
+        """Validate a ``/v1/step`` body against the state; returns its record without the action.
+
+        Raises:
+            RequestError: naming the bad field (module docstring for the rules).
+        """
+        body = _fields(body, ("stream", "obs"), ("reward", "terminated", "truncated", "final_obs", "info"))
+        stream = self._stream(body)
+        obs = self.spaces.obs(body["obs"], "obs")
+        reward = _reward(body.get("reward"), nullable=True)
+        term, trunc = _bool(body, "terminated"), _bool(body, "truncated")
+        info = _info(body.get("info"))
+        q = self.streams.get(stream)
+        rec = {"k": "step", "s": stream, "o": obs, "r": reward}
+        if reward is None:
+            for k in ("terminated", "truncated", "final_obs", "info"):
+                if body.get(k) not in (None, False):
+                    raise RequestError(422, f"{k} belongs to the previous action's reward; with reward null "
+                                            "(the stream's first step) leave it out", k)
+            self._can_decide(stream, dropping=len(q) if q else 0)
+            return rec
+        if q is None:
+            raise RequestError(404, f"unknown stream {stream!r}: its first step has reward null", "stream")
+        if len(q) != 1:
+            raise RequestError(409, f"stream {stream!r} has {len(q)} outstanding decisions; a step with a reward "
+                                    "needs exactly one (use /v1/observe, or reward null to start afresh)", "reward")
+        ended = term or trunc
+        final = body.get("final_obs")
+        if ended and final is None:
+            raise RequestError(422, "final_obs (the observation the previous action reached) is required when "
+                                    "terminated or truncated is true", "final_obs")
+        if not ended and final is not None:
+            raise RequestError(422, "final_obs is only for a step whose previous action ended the episode "
+                                    "(terminated or truncated true)", "final_obs")
+        rec.update(te=term, tr=trunc, f=None if final is None else self.spaces.obs(final, "final_obs"),
+                   i=info)
+        return rec
+
+    def check_act(self, body: Any) -> dict:
+        """Validate a ``/v1/act`` body; returns its record without the action.
+
+        Raises:
+            RequestError: naming the bad field.
+        """
+        body = _fields(body, ("stream", "obs"), ())
+        stream = self._stream(body)
+        obs = self.spaces.obs(body["obs"], "obs")
+        self._can_decide(stream)
+        return {"k": "act", "s": stream, "o": obs}
+
+    def check_observe(self, body: Any) -> dict:
+        """Validate a ``/v1/observe`` body; returns its (complete) record.
+
+        Raises:
+            RequestError: 404 for an unknown decision, 409 for a duplicate observe or one out of the stream's
+                order, 422 for a bad field.
+        """
+        body = _fields(body, ("decision", "reward", "next_obs"), ("terminated", "truncated", "info"))
+        n = parse_decision(body["decision"])
+        stream = self._owner.get(n)
+        if stream is None:
+            if n < self.decisions:
+                raise RequestError(409, f"decision {body['decision']!r} was already observed (or dropped when its "
+                                        "stream started afresh): a duplicate observe", "decision")
+            raise RequestError(404, f"unknown decision {body['decision']!r}", "decision")
+        oldest = self.streams[stream][0][0]
+        if oldest != n:
+            raise RequestError(409, f"decision {body['decision']!r} of stream {stream!r} is observed out of order: "
+                                    f"observe {decision_id(oldest)!r} first", "decision")
+        reward = _reward(body["reward"], nullable=False)
+        next_obs = self.spaces.obs(body["next_obs"], "next_obs")
+        return {"k": "obs", "d": n, "r": reward, "n": next_obs, "te": _bool(body, "terminated"),
+                "tr": _bool(body, "truncated"), "i": _info(body.get("info"))}
+
+    # -- the state machine --------------------------------------------------------------------------------------
+    def apply(self, rec: dict) -> tuple[str, Transition] | None:
+        """Apply one record; returns ``(stream, transition)`` when it completes one.
+
+        Records: ``{"k": "step", "s", "o", "r", ["te", "tr", "f", "i"], "a", "v"}``,
+        ``{"k": "act", "s", "o", "a", "v"}``, ``{"k": "obs", "d", "r", "n", "te", "tr", "i"}`` (``a`` the
+        logged action, ``v`` the policy version it came from).
+
+        Raises:
+            ValueError: for a record that does not fit the state (a corrupt or foreign log).
+        """
+        kind = rec.get("k")
+        out = None
+        if kind == "obs":
+            n = int(rec["d"])
+            stream = self._owner.pop(n, None)
+            if stream is None or self.streams[stream][0][0] != n:
+                raise ValueError(f"log record {self.records} observes decision {n}, which is not the oldest "
+                                 "outstanding decision of its stream")
+            _, obs, action = self.streams[stream].popleft()
+            out = (stream, self._transition(obs, action, rec, vec(rec["n"])))
+        elif kind in ("step", "act"):
+            stream = rec["s"]
+            q = self.streams.get(stream)
+            if q is None:
+                q = self.streams[stream] = deque()
+            if kind == "step":
+                if rec["r"] is None:
+                    for n, _, _ in q:
+                        del self._owner[n]
+                    q.clear()
+                else:
+                    if len(q) != 1:
+                        raise ValueError(f"log record {self.records} is a step on stream {stream!r} with "
+                                         f"{len(q)} outstanding decisions")
+                    n, obs, action = q.popleft()
+                    del self._owner[n]
+                    nxt = rec["f"] if rec.get("f") is not None else rec["o"]
+                    out = (stream, self._transition(obs, action, rec, vec(nxt)))
+            q.append((self.decisions, vec(rec["o"]), rec["a"]))
+            self._owner[self.decisions] = stream
+            self.decisions += 1
+        else:
+            raise ValueError(f"log record {self.records} has an unknown kind {kind!r}")
+        self.records += 1
+        if out is not None:
+            self.transitions += 1
+        return out
+
+    def peek(self, rec: dict) -> tuple[str, Transition] | None:
+        """The ``(stream, transition)`` a checked step record (without its action yet) would complete; pure."""
+        if rec["k"] != "step" or rec["r"] is None:
+            return None
+        _, obs, action = self.streams[rec["s"]][0]
+        nxt = rec["f"] if rec.get("f") is not None else rec["o"]
+        return rec["s"], self._transition(obs, action, rec, vec(nxt))
+
+    def _transition(self, obs, action, rec: dict, next_obs) -> Transition:
+        return Transition(obs, self.spaces.action(action), float(rec["r"]), next_obs, bool(rec.get("te", False)),
+                          bool(rec.get("tr", False)), rec.get("i") or None)
+
+    @property
+    def outstanding(self) -> int:
+        """Outstanding decisions over all streams."""
+        return len(self._owner)
+
+    # -- persistence -----------------------------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        """The state as JSON values (float32 observations written as exact float64 values)."""
+        return {"records": self.records, "decisions": self.decisions, "transitions": self.transitions,
+                "streams": [[s, [[n, _floats(o), a] for n, o, a in q]] for s, q in self.streams.items()]}
+
+    def load_json(self, doc: dict) -> None:
+        """Restore :meth:`to_json` output."""
+        self.records, self.decisions = int(doc["records"]), int(doc["decisions"])
+        self.transitions = int(doc["transitions"])
+        self.streams, self._owner = {}, {}
+        for s, items in doc["streams"]:
+            q = self.streams[s] = deque()
+            for n, o, a in items:
+                q.append((int(n), np.asarray(o, dtype=np.float32), a))
+                self._owner[int(n)] = s

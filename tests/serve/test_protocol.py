@@ -1,0 +1,355 @@
+"""lcpo serve in process (Starlette's TestClient): protocol round trips, many streams and how their rollout is
+assembled, act/observe ordering, every kind of bad request refused with a 4xx naming the field and no state
+change, the log's torn-tail rule, and learning through the server equal to learning in process."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("starlette")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+from lcpo.serve.app import ConfigMismatch, ServeConfig, Server, create_app
+from lcpo.serve.log import LogError
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+SPEC = {"observation": {"size": 3, "low": -5.0, "high": 5.0}, "action": {"discrete": 3}}
+
+
+def _serve(tmp_path, **kw):
+    kw.setdefault("spec", SPEC)
+    kw.setdefault("overrides", {"rollout_steps": 6})
+    cfg = ServeConfig(agent=kw.pop("agent", "a2c"), state_dir=str(tmp_path / "state"), **kw)
+    server = Server(cfg)
+    return server, TestClient(create_app(server))
+
+
+def _obs(rng):
+    return rng.uniform(-1, 1, size=3).round(3).tolist()
+
+
+def test_step_round_trip_status_metrics_openapi(tmp_path):
+    server, client = _serve(tmp_path, learn="inline")
+    rng = np.random.default_rng(0)
+    with client:
+        first = client.post("/v1/step", json={"stream": "p1", "obs": _obs(rng)}).json()
+        assert first["decision"] == "d0" and first["policy_version"] == 0 and first["action"] in (0, 1, 2)
+        versions = []
+        for t in range(7):
+            r = client.post("/v1/step", json={"stream": "p1", "obs": _obs(rng), "reward": float(t)})
+            assert r.status_code == 200, r.text
+            assert r.json()["decision"] == f"d{t + 1}"
+            versions.append(r.json()["policy_version"])
+        # the 6th transition completes the rollout: inline learning answers it from the updated policy
+        assert versions == [0, 0, 0, 0, 0, 1, 1]
+        st = client.get("/v1/status").json()
+        assert (st["steps"], st["decisions"], st["updates"], st["policy_version"], st["streams"]) == (7, 8, 1, 1, 1)
+        assert st["outstanding"] == 1 and st["learner_waiting"] == 1 and "train/policy_loss" in st["diagnostics"]
+        metrics = client.get("/metrics").text
+        assert "lcpo_serve_steps_total 7\n" in metrics and "lcpo_serve_updates_total 1\n" in metrics
+        schema = client.get("/openapi.json").json()
+        assert schema["openapi"].startswith("3.") and {"/v1/step", "/v1/act", "/v1/observe"} <= set(schema["paths"])
+    log = [json.loads(line.split("\t")[0]) for p in sorted((tmp_path / "state/log").glob("*.jsonl"))
+           for line in p.read_text().splitlines()]
+    assert [r["#"] for r in log] == list(range(8)) and [r["r"] for r in log] == [None] + [float(t) for t in range(7)]
+
+
+def test_act_observe_order_duplicates_and_unknown_decisions(tmp_path):
+    server, client = _serve(tmp_path)
+    with client:
+        d0 = client.post("/v1/act", json={"stream": "s", "obs": [0, 0, 0]}).json()["decision"]
+        d1 = client.post("/v1/act", json={"stream": "s", "obs": [1, 1, 1]}).json()["decision"]
+        body = {"reward": 1.0, "next_obs": [1, 1, 1]}
+        r = client.post("/v1/observe", json={"decision": d1, **body})
+        assert r.status_code == 409 and r.json()["field"] == "decision" and d0 in r.json()["error"]
+        assert client.post("/v1/observe", json={"decision": d0, **body}).json()["steps"] == 1
+        r = client.post("/v1/observe", json={"decision": d0, **body})
+        assert r.status_code == 409 and "duplicate observe" in r.json()["error"]
+        r = client.post("/v1/observe", json={"decision": "d99", **body})
+        assert r.status_code == 404 and r.json()["field"] == "decision"
+        # a step needs exactly one outstanding decision; reward null starts the stream afresh, dropping it
+        client.post("/v1/act", json={"stream": "s", "obs": [0, 0, 0]})
+        r = client.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0], "reward": 0.0})
+        assert r.status_code == 409 and r.json()["field"] == "reward"
+        assert client.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0]}).status_code == 200
+        assert server.state.outstanding == 1
+        r = client.post("/v1/observe", json={"decision": d1, **body})
+        assert r.status_code == 409  # dropped with the fresh start
+
+
+def test_many_streams_rollout_is_assembled_per_stream(tmp_path):
+    """Interleaved streams A, B, C: the update sees each stream's run contiguously (streams ordered by their run's
+    first transition), every run but the last cut (truncated) at its end, an episode end kept as it is."""
+    server, client = _serve(tmp_path, learn="inline", overrides={"rollout_steps": 7})
+    fed = []
+    real = server.learner.agent.observe
+    server.learner.agent.observe = lambda tr: (fed.append(tr), real(tr))[1]
+    with client:
+        for s in "ABC":
+            client.post("/v1/step", json={"stream": s, "obs": [0, 0, 0]})
+        arrivals = ["B", "A", "C", "A", "B", "A"]
+        rewards = {}
+        for k, s in enumerate(arrivals):
+            body = {"stream": s, "obs": [k / 10, 0, 0], "reward": float(k)}
+            if k == 4:  # B's episode ends here
+                body.update(terminated=True, final_obs=[4.5, 0, 0])
+            assert client.post("/v1/step", json=body).status_code == 200
+            rewards.setdefault(s, []).append(float(k))
+        assert fed == []  # 6 transitions wait; the 7th completes the rollout
+        client.post("/v1/step", json={"stream": "C", "obs": [0.9, 0, 0], "reward": 6.0})
+        rewards["C"].append(6.0)
+    order = [(tr.reward, tr.terminated, tr.truncated) for tr in fed]
+    assert order == [(0.0, False, False), (4.0, True, False),                     # B's run: ended by its episode
+                     (1.0, False, False), (3.0, False, False), (5.0, False, True),  # A's run, cut at its end
+                     (2.0, False, False), (6.0, False, False)]                    # C's run: the last, not cut
+    assert np.array_equal(fed[1].next_obs, np.float32([4.5, 0, 0]))  # final_obs, not the reset observation
+    assert np.array_equal(fed[2].obs, np.float32([0, 0, 0])) and np.array_equal(fed[3].obs, np.float32([0.1, 0, 0]))
+    assert server.learner.updates == 1
+
+
+GOOD = {"stream": "s", "obs": [0.0, 0.0, 0.0], "reward": 1.0}
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One server for the bad-request cases: stream ``s`` with d0 observed and one decision open."""
+    folder = tmp_path_factory.mktemp("bad")
+    server, client = _serve(folder, learn="inline", max_body=65536)
+    with client:
+        client.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0]})   # d0 on s
+        client.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0], "reward": 0.5})  # d0 observed, d1 open
+        yield server, client, folder / "state"
+
+
+@pytest.mark.parametrize("path,body,status,field", [
+    ("/v1/step", b"{not json", 400, "body"),
+    ("/v1/step", b"[1, 2]", 400, None),
+    ("/v1/step", {**GOOD, "obs": [0.0, 0.0]}, 422, "obs"),
+    ("/v1/step", {**GOOD, "obs": "0,0,0"}, 422, "obs"),
+    ("/v1/step", b'{"stream": "s", "obs": [0, NaN, 0], "reward": 1}', 422, "obs[1]"),
+    ("/v1/step", b'{"stream": "s", "obs": [0, 0, 1e999], "reward": 1}', 422, "obs[2]"),
+    ("/v1/step", {**GOOD, "obs": [0.0, 9.0, 0.0]}, 422, "obs[1]"),
+    ("/v1/step", {**GOOD, "obs": [0.0, True, 0.0]}, 422, "obs[1]"),
+    ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": NaN}', 422, "reward"),
+    ("/v1/step", {**GOOD, "reward": "1"}, 422, "reward"),
+    ("/v1/step", {**GOOD, "terminated": 1}, 422, "terminated"),
+    ("/v1/step", {**GOOD, "terminated": True}, 422, "final_obs"),
+    ("/v1/step", {**GOOD, "final_obs": [0.0, 0.0, 0.0]}, 422, "final_obs"),
+    ("/v1/step", {**GOOD, "info": {"gamma": 2.0}}, 422, "info.gamma"),
+    ("/v1/step", {**GOOD, "info": {"code": "import os"}}, 422, "info.code"),
+    ("/v1/step", {**GOOD, "extra": 1}, 422, "extra"),
+    ("/v1/step", {**GOOD, "stream": "bad name!"}, 422, "stream"),
+    ("/v1/step", {"obs": [0.0, 0.0, 0.0]}, 422, "stream"),
+    ("/v1/step", {**GOOD, "stream": "never-seen"}, 404, "stream"),
+    ("/v1/step", {"stream": "t", "obs": [0.0, 0.0, 0.0], "terminated": True}, 422, "terminated"),
+    ("/v1/act", {"stream": "s", "obs": [0.0, 0.0, 0.0], "reward": 1.0}, 422, "reward"),
+    ("/v1/observe", {"decision": "d0", "reward": 1.0, "next_obs": [0.0, 0.0, 0.0]}, 409, "decision"),
+    ("/v1/observe", {"decision": "d999999", "reward": 1.0, "next_obs": [0.0, 0.0, 0.0]}, 404, "decision"),
+    ("/v1/observe", {"decision": "x1", "reward": 1.0, "next_obs": [0.0, 0.0, 0.0]}, 422, "decision"),
+    ("/v1/observe", {"decision": "d1", "reward": 1.0}, 422, "next_obs"),
+    ("/v1/step", b"\x80\x81", 400, "body"),
+    ("/v1/step", b"[" * 100_000, 413, "body"),
+    ("/v1/step", "form", 415, "content-type"),
+])
+def test_bad_request_is_refused_naming_the_field_and_changes_nothing(shared, path, body, status, field):
+    server, client, folder = shared
+    before = client.get("/v1/status").json()
+    log_before = b"".join(p.read_bytes() for p in sorted((folder / "log").glob("*.jsonl")))
+    learner_before = server.learner.state_dict()["replica"]
+    if body == "form":
+        r = client.post(path, content=b"stream=s", headers={"content-type": "application/x-www-form-urlencoded"})
+    elif isinstance(body, bytes):
+        r = client.post(path, content=body, headers={"content-type": "application/json"})
+    else:
+        r = client.post(path, json=body)
+    assert r.status_code == status, r.text
+    assert r.json()["field"] == field and r.json()["error"]
+    assert server.counts["refused"] == before["refused"] + 1
+    after = client.get("/v1/status").json()
+    for k in ("steps", "decisions", "records", "outstanding", "streams", "updates", "learner_position"):
+        assert after[k] == before[k], k
+    assert after["refused"] == before["refused"] + 1
+    assert b"".join(p.read_bytes() for p in sorted((folder / "log").glob("*.jsonl"))) == log_before
+    assert server.learner.state_dict()["replica"] == learner_before
+    assert client.post("/v1/step", json=GOOD).status_code == 200  # and the stream goes on
+
+
+def test_limits_on_streams_and_outstanding_decisions(tmp_path):
+    server, client = _serve(tmp_path, max_streams=2, max_outstanding=2)
+    with client:
+        for s in ("a", "b"):
+            assert client.post("/v1/act", json={"stream": s, "obs": [0, 0, 0]}).status_code == 200
+        r = client.post("/v1/act", json={"stream": "c", "obs": [0, 0, 0]})
+        assert r.status_code == 429 and r.json()["field"] == "stream"
+        client.post("/v1/act", json={"stream": "a", "obs": [0, 0, 0]})
+        assert client.post("/v1/act", json={"stream": "a", "obs": [0, 0, 0]}).status_code == 429
+        assert client.post("/v1/step", json={"stream": "a", "obs": [0, 0, 0]}).status_code == 200  # drops both
+
+
+def test_restart_replays_the_log_and_cuts_a_torn_last_line(tmp_path):
+    server, client = _serve(tmp_path, checkpoint_every=0)
+    with client:
+        client.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0]})
+        for k in range(8):
+            client.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0], "reward": float(k)})
+        want = server.learner.state_dict()
+    seg = sorted((tmp_path / "state/log").glob("*.jsonl"))[0]
+    (tmp_path / "state/checkpoint").rename(tmp_path / "old-checkpoint")  # as if killed before any checkpoint
+    good = seg.read_bytes()
+    seg.write_bytes(good + b'{"k":"step","s":"s","o":[0,0')  # a write cut by kill -9: never acknowledged
+    server, client = _serve(tmp_path, checkpoint_every=0)
+    with client:
+        assert server.replayed == 9 and seg.read_bytes() == good
+        st = client.get("/v1/status").json()
+        assert (st["steps"], st["decisions"]) == (8, 9)
+        assert client.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0], "reward": 9.0}).json()["decision"] == "d9"
+        server.learner.wait_for(10)
+        got = server.learner.state_dict()
+    assert got["agent"]["updates"] == want["agent"]["updates"] == 1
+    for k in ("actor", "critic"):
+        for name, t in want["agent"][k].items():
+            assert t.equal(got["agent"][k][name]), name
+    lines = seg.read_bytes().split(b"\n")
+    seg.write_bytes(b"\n".join(lines[:3] + [lines[3][:-4] + b"0000"] + lines[4:]))  # bad CRC inside the log
+    with pytest.raises(LogError, match=r"line 4 is corrupt"):
+        Server(ServeConfig(agent="a2c", spec=SPEC, overrides={"rollout_steps": 6}, state_dir=str(tmp_path / "state")))
+
+
+def test_state_folder_keeps_its_configuration(tmp_path):
+    server, client = _serve(tmp_path)
+    with client:
+        pass
+    with pytest.raises(ConfigMismatch, match="seed"):
+        Server(ServeConfig(agent="a2c", spec=SPEC, seed=1, overrides={"rollout_steps": 6},
+                           state_dir=str(tmp_path / "state")))
+
+
+@pytest.mark.parametrize("agent", ["ddqn", "sac", "prescient-a2c", "mbcd"])
+def test_agents_acting_through_their_own_state_are_refused_with_a_reason(tmp_path, agent):
+    with pytest.raises(ValueError, match="on-policy agent that acts from its policy alone"):
+        Server(ServeConfig(agent=agent, spec=SPEC, state_dir=str(tmp_path / "state")))
+    with pytest.raises(ValueError, match="unknown agent 'nope'"):
+        Server(ServeConfig(agent="nope", spec=SPEC, state_dir=str(tmp_path / "state")))
+
+
+def test_every_listed_agent_can_be_served(tmp_path):
+    from lcpo.envs.registration import make_env
+    from lcpo.serve.learner import SUPPORTED
+
+    spec = {**SPEC, "context": {"indices": [1, 2], "names": ["load", "size"]}}  # LCPO's OOD detector reads it
+    for name in SUPPORTED:
+        where = {"env": "lcpo/TrapGrid-v0"} if name == "tabular-a2c" else {"spec": spec}  # a table needs states
+        server = Server(ServeConfig(agent=name, state_dir=str(tmp_path / name), overrides={"rollout_steps": 4},
+                                    learn="inline", **where))
+        obs = (make_env("lcpo/TrapGrid-v0").reset(seed=0)[0].tolist() if name == "tabular-a2c"
+               else [0.0, 0.0, 0.0])
+        server.step({"stream": "s", "obs": obs})
+        for _ in range(4):
+            out = server.step({"stream": "s", "obs": obs, "reward": 1.0})
+        assert out["policy_version"] == 1, name
+        server.close()
+
+
+@pytest.mark.parametrize("agent", ["a2c", "lcpo"])
+def test_straggler_through_the_server_equals_in_process_learning(tmp_path, agent):
+    """The straggler environment stepped by a client through /v1/step (inline learning) gives the same actions
+    and the same networks as ``agent.learn`` on the same seed."""
+    from lcpo.agents import AGENTS
+    from lcpo.envs.registration import make_env
+    from lcpo.envs.straggler.presets import straggler_overrides
+
+    steps, seed = 100, 3
+    overrides = straggler_overrides(agent, rollout_steps=32)
+    env_kwargs = {"workload": "constant-60x28"}
+    ref = AGENTS[agent](make_env("lcpo/StragglerMitigation-v0", **env_kwargs), seed=seed, **overrides)
+    ref_actions = []
+    real_act = ref.act
+    ref.act = lambda obs: (lambda a: (ref_actions.append(int(a)), a)[1])(real_act(obs))
+    ref.learn(steps)
+
+    server, client = _serve(tmp_path, agent=agent, spec=None, env="lcpo/StragglerMitigation-v0",
+                            env_kwargs=env_kwargs, seed=seed, overrides=overrides, learn="inline")
+    env = make_env("lcpo/StragglerMitigation-v0", **env_kwargs)
+    obs, _ = env.reset(seed=seed)
+    actions = []
+    with client:
+        body = {"stream": "lb", "obs": obs.tolist()}
+        for _ in range(steps):
+            a = client.post("/v1/step", json=body).json()["action"]
+            actions.append(a)
+            obs, reward, terminated, truncated, info = env.step(a)
+            body = {"stream": "lb", "obs": obs.tolist(), "reward": float(reward), "terminated": bool(terminated),
+                    "truncated": bool(truncated), "info": {"gamma": float(info["gamma"])}}
+        client.post("/v1/step", json=body)  # the last transition
+        got = server.learner.agent
+        assert got.updates == ref.updates == steps // 32
+    assert actions == ref_actions
+    for k in ("actor", "critic"):
+        ref_sd, got_sd = getattr(ref, k).state_dict(), getattr(got, k).state_dict()
+        for name in ref_sd:
+            assert ref_sd[name].equal(got_sd[name]), f"{k}.{name}"
+
+
+def test_batch_applies_steps_in_order_and_refuses_each_bad_one_alone(tmp_path):
+    server, client = _serve(tmp_path)
+    with client:
+        steps = [{"stream": "a", "obs": [0, 0, 0]}, {"stream": "b", "obs": [0, 0, 0]},
+                 {"stream": "a", "obs": [1, 0, 0], "reward": 1.0},
+                 {"stream": "b", "obs": [0, float("inf"), 0], "reward": 1.0},  # refused alone
+                 {"stream": "b", "obs": [0, 1, 0], "reward": 2.0}]
+        body = json.dumps({"steps": steps}).replace("Infinity", "1e999")
+        r = client.post("/v1/batch", content=body, headers={"content-type": "application/json"})
+        res = r.json()["results"]
+        assert [x.get("decision") for x in res] == ["d0", "d1", "d2", None, "d3"]
+        assert res[3]["status"] == 422 and res[3]["field"] == "steps[3].obs[1]"
+        st = client.get("/v1/status").json()
+        assert (st["steps"], st["decisions"], st["refused"]) == (2, 4, 1)
+        assert client.post("/v1/batch", json={"steps": []}).status_code == 422
+        assert client.get("/v1/step").status_code == 405
+
+
+def test_acting_noise_is_the_agents_own_stream_and_survives_a_seek():
+    from lcpo.agents import AGENTS
+    from lcpo.serve.learner import ActingNoise
+    from lcpo.serve.spec import spec_env
+
+    agent = AGENTS["a2c"](spec_env(SPEC), seed=4, rollout_steps=6)
+    noise = ActingNoise(agent.rngs["act"].bit_generator.state, 256, 3)
+    blocks = []
+    for _ in range(3):
+        agent._refill_noise()  # what OnPolicyAgent.act draws, block after block
+        blocks.append(agent._noise.copy())
+    rows = np.stack([noise.row(n) for n in range(3 * 256)])
+    assert np.array_equal(rows, np.concatenate(blocks))
+    saved = noise.state_at(300)  # block 1, kept while the noise is at block 2
+    assert saved["block"] == 1
+    again = ActingNoise(AGENTS["a2c"](spec_env(SPEC), seed=4).rngs["act"].bit_generator.state, 256, 3)
+    again.seek(json.loads(json.dumps(saved)))  # as a checkpoint stores it
+    assert np.array_equal(again.row(300), blocks[1][300 - 256]) and np.array_equal(again.row(700), blocks[2][700 - 512])
+    with pytest.raises(ValueError, match="already passed"):
+        again.row(10)
+    ahead = again.state_at(5 * 256 + 3)  # a block not drawn yet: computed on a copy, the acting path unmoved
+    assert np.array_equal(again.row(701), blocks[2][701 - 512])
+    later = ActingNoise(agent.rngs["act"].bit_generator.state, 256, 3)
+    later.seek(ahead)
+    for _ in range(3):
+        agent._refill_noise()  # blocks 3, 4, 5
+    assert np.array_equal(later.row(5 * 256 + 3), agent._noise[3])
+
+
+def test_multi_discrete_actions_are_lists_and_learned_as_vectors(tmp_path):
+    spec = {"observation": {"size": 2}, "action": {"multi_discrete": [4, 4, 4]}}
+    server, client = _serve(tmp_path, spec=spec, learn="inline", overrides={"rollout_steps": 3})
+    with client:
+        a = client.post("/v1/step", json={"stream": "m", "obs": [0.5, 1.5]}).json()["action"]
+        assert isinstance(a, list) and len(a) == 3 and all(0 <= x < 4 for x in a)
+        for k in range(3):
+            r = client.post("/v1/step", json={"stream": "m", "obs": [0.5, k], "reward": 1.0}).json()
+        assert r["policy_version"] == 1

@@ -1,0 +1,53 @@
+"""The spec file of a system without a Gymnasium environment: spaces and context built from JSON, errors that
+name the file and the field."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from lcpo.serve.spec import SpecError, load_spec, spec_env
+
+
+def test_spec_builds_spaces_and_context(tmp_path):
+    doc = {"observation": {"size": 4, "low": -1.0, "high": [1, 2, 3, None]},
+           "action": {"multi_discrete": [5, 5]},
+           "context": {"indices": [2, 3], "names": ["load", "size"], "units": "normalized"}, "continuing": False}
+    (tmp_path / "s.json").write_text(json.dumps(doc))
+    env = spec_env(load_spec(tmp_path / "s.json"))
+    assert env.observation_space == gym.spaces.Box(np.float32([-1] * 4), np.float32([1, 2, 3, np.inf]))
+    assert env.action_space == gym.spaces.MultiDiscrete([5, 5]) and env.metadata["continuing"] is False
+    assert env.context_spec.indices == (2, 3) and env.context_spec.names == ("load", "size")
+    with pytest.raises(RuntimeError, match="placeholder"):
+        env.reset()
+
+
+@pytest.mark.parametrize("doc,match", [
+    ({"action": {"discrete": 3}}, "observation must be an object"),
+    ({"observation": {"size": 0}, "action": {"discrete": 3}}, "observation.size"),
+    ({"observation": {"size": 2, "low": [0]}, "action": {"discrete": 3}}, "observation.low"),
+    ({"observation": {"size": 2, "low": 1, "high": 0}, "action": {"discrete": 3}}, "exceeds observation.high"),
+    ({"observation": {"size": 2}, "action": {"box": 3}}, "action must be"),
+    ({"observation": {"size": 2}, "action": {"discrete": 1}}, "action.discrete"),
+    ({"observation": {"size": 2}, "action": {"multi_discrete": [3, 4]}}, "equal bins"),
+    ({"observation": {"size": 2}, "action": {"discrete": 3}, "context": {"indices": [5]}}, "context.indices"),
+    ({"observation": {"size": 2}, "action": {"discrete": 3}, "code": "import os"}, r"unknown field\(s\) \['code'\]"),
+    ({"observation": {"size": 2}, "action": {"discrete": 3}, "continuing": "yes"}, "continuing"),
+])
+def test_bad_spec_names_the_field(doc, match):
+    with pytest.raises(SpecError, match=match):
+        spec_env(doc)
+
+
+def test_bad_spec_file_names_the_file(tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(SpecError, match="bad.json is not JSON"):
+        load_spec(tmp_path / "bad.json")
+    (tmp_path / "worse.json").write_text(json.dumps({"observation": {"size": -1}, "action": {"discrete": 2}}))
+    with pytest.raises(SpecError, match=r"worse.json: observation.size"):
+        load_spec(tmp_path / "worse.json")
+    with pytest.raises(SpecError, match="does not exist"):
+        load_spec(tmp_path / "missing.json")
