@@ -21,7 +21,7 @@ def _help(capsys, *argv) -> str:
 
 def test_run_help_shows_the_defaults(capsys):
     text = _help(capsys, "run")
-    for fragment in ("environment steps per run (default: 1000000)", "seed(s) (default: 0)",
+    for fragment in ("environment steps per run (default: 1000000)",
                      "(default: lcpo/WindyPendulum-v0)", "(default: lcpo)", "steps between checkpoints (0: none) "
                      "(default: 50000)", "(default: runs)"):
         assert fragment in text

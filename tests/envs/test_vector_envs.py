@@ -49,7 +49,8 @@ def test_lcpo_run_refuses_a_vector_env_in_one_line(vec_module, capsys):
     rc = main(["run", "--no-progress", "--env", f"{vec_module}:ByoVec", "--agent", "a2c", "--steps", "200",
                "--out", "out"])
     err = capsys.readouterr().err
-    assert rc == 2 and err.startswith("lcpo: error: environment 'byo_vec:ByoVec' is a Gymnasium vector env")
+    # refused up front (a vector env is a population: one seed per sub-environment), before any run starts
+    assert rc == 2 and err.startswith("lcpo: error: environment 'byo_vec:ByoVec' is a ") and "vector env" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 

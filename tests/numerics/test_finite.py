@@ -108,7 +108,7 @@ def test_returns_overflowing_float32_stop_the_update_that_meets_them(name):
 def test_a_critic_loss_overflowing_float32_stops_the_update():
     """Rewards of 1e20: finite returns (about 1e21) whose squared error overflows float32."""
     agent = AGENTS["a2c"](BigRewardEnv(1e20, at=50), seed=0, normalize_returns=False)
-    with pytest.raises(ValueError, match="critic loss at the update at agent step 200: inf"):
+    with pytest.raises(ValueError, match=r"critic loss at the update( at agent step 200)?: inf"):
         agent.learn(2_000)
     assert _weights_finite(agent)
     sac = AGENTS["sac"](BigRewardEnv(1e38, at=50), seed=0, normalize_returns=False)
