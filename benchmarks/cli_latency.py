@@ -1,5 +1,5 @@
 """Start-up latency of the ``lcpo`` commands: help and list commands (issue 14: target under 1 s on 2 cores) and,
-with ``--code``, commands that load code (issue 24: ``agents show``, a 200-step ``lcpo run`` whose time is
+with ``--code``, commands that load code (issue 24: ``agents show``, a 200-step SAC ``lcpo run`` whose time is
 mostly start-up: PyTorch, and before issue 24 also its compiler, imported by the first optimizer).
 
 Each command runs as a fresh process (``python -m lcpo.cli.main ARGS``, the code the ``lcpo`` console script
@@ -28,7 +28,7 @@ import time
 COMMANDS = (["--help"], ["run", "--help"], ["agents", "list"], ["envs", "list"], ["traces", "list"])
 #: With ``--code``: commands that load code; ``{out}`` is a fresh temporary folder for each run.
 CODE_COMMANDS = (["agents", "show", "lcpo"],
-                 ["run", "--agent", "a2c", "--env", "lcpo/ContinuingChain-v0", "--steps", "200", "--no-progress",
+                 ["run", "--agent", "sac", "--env", "lcpo/ContinuingChain-v0", "--steps", "200", "--no-progress",
                   "--checkpoint-every", "0", "--out", "{out}"])
 
 
