@@ -64,3 +64,14 @@ def test_envs_list_shows_each_kind(capsys):
     block = out.split("lcpo/WindyPendulum-v0\n", 1)[1].split("\nlcpo/", 1)[0]
     assert "episodic (default --reset end)" in block and "MultiDiscrete([15])" in block
     assert "--env MODULE:ID or MODULE:CLASS" in out
+
+
+def test_agents_show_table_is_what_the_dataclasses_say():
+    """`lcpo agents show` prints lcpo.cli.agent_table (no PyTorch import); it must equal the live rendering."""
+    from lcpo.cli.agent_table import SHOW
+    from lcpo.cli.info import render_hyperparameters
+
+    assert set(SHOW) == set(AGENTS)
+    stale = [name for name in sorted(AGENTS) if SHOW[name] != render_hyperparameters(name)]
+    assert not stale, (f"lcpo/cli/agent_table.py is stale for {stale}: regenerate it with "
+                       "python -c 'from lcpo.cli.info import write_agent_table; write_agent_table()'")

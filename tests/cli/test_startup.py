@@ -27,7 +27,8 @@ print("\\nMODULES=" + json.dumps(sorted(m for m in {heavy!r} if m in sys.modules
 
 @pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["agents", "list"], ["envs", "list"],
                                   ["traces", "list"], ["sweep", "--help"], ["report", "--help"],
-                                  ["traces", "import", "--help"], ["serve", "--help"]])
+                                  ["traces", "import", "--help"], ["serve", "--help"], ["agents", "show", "lcpo"],
+                                  ["agents", "show", "prescient-sac"]])
 def test_help_and_list_commands_import_nothing_heavy(argv):
     done = subprocess.run([sys.executable, "-c", _PROBE.format(argv=argv, heavy=HEAVY)], capture_output=True,
                           text=True, timeout=120)

@@ -169,3 +169,16 @@ def test_cli_import_prints_the_report_and_writes_a_usable_trace(ndbc_file, tmp_p
     csv_in.write_text(CSV.replace(",9999", ",MM"))
     assert cli.main(["import", "csv", str(csv_in), "--out", str(tmp_path / "m.npy")]) == 2  # MM not declared
     assert "row 2: column 'temp' holds 'MM'" in capsys.readouterr().err
+
+
+def test_imports_skip_a_byte_order_mark(tmp_path, ndbc_file):
+    """Issue 24 item 7: a UTF-8 BOM before an NDBC header or a timestamped CSV's header is skipped."""
+    bom = tmp_path / "bom_ndbc.txt"
+    bom.write_text("\ufeff" + ndbc_file.read_text(), encoding="utf-8")
+    trace, report = import_ndbc(bom, step_seconds=1800)
+    np.testing.assert_allclose(trace.values[:, 0], EXPECTED_U, rtol=0, atol=1e-9)
+    assert report.used == 4
+    csv_file = tmp_path / "bom.csv"
+    csv_file.write_text("\ufefftime,wind\n2020-01-01T00:00:00Z,1\n2020-01-01T01:00:00Z,3\n", encoding="utf-8")
+    trace, _ = import_csv(csv_file, step_seconds=1800)
+    assert trace.metadata["columns"] == ["wind"]

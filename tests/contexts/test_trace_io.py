@@ -158,3 +158,36 @@ def test_saved_file_permissions_are_not_private(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+BOM = "\ufeff"
+
+
+def test_csv_with_a_byte_order_mark_and_a_header(tmp_path):
+    """Issue 24 item 7: a spreadsheet's UTF-8 BOM is not part of the first column name."""
+    path = tmp_path / "bom.csv"
+    path.write_text(BOM + "wind_x,wind_y\n1.5,2\n-3,4\n", encoding="utf-8")
+    trace = load_trace(path)
+    assert trace.metadata["columns"] == ["wind_x", "wind_y"]
+    np.testing.assert_array_equal(trace.values, [[1.5, 2.0], [-3.0, 4.0]])
+
+
+def test_csv_with_a_byte_order_mark_and_no_header(tmp_path):
+    path = tmp_path / "bom.csv"
+    path.write_text(BOM + "1.5,2\n-3,4\n", encoding="utf-8")
+    np.testing.assert_array_equal(load_trace(path).values, [[1.5, 2.0], [-3.0, 4.0]])
+
+
+def test_sidecar_with_a_byte_order_mark(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("1\n2\n")
+    sidecar_path(path).write_text(BOM + json.dumps({"name": "mine", "metadata": {"units": "m/s"}}), encoding="utf-8")
+    trace = load_trace(path)
+    assert trace.name == "mine" and trace.metadata["units"] == "m/s"
+
+
+def test_csv_not_utf8_is_named(tmp_path):
+    path = tmp_path / "latin.csv"
+    path.write_bytes(b"1.5,2\n3,4\n5,6 \xe9\n")
+    with pytest.raises(TraceError, match=r"latin.csv: .*not UTF-8"):
+        load_trace(path)

@@ -139,3 +139,15 @@ def test_presets_parse(name):
     specs = expand(cfg, executor="no_such_executor_module")
     assert len(specs) >= 2
     assert cfg.name == name
+
+
+def test_toml_with_a_byte_order_mark_is_read(tmp_path):
+    """Issue 24 item 7: some editors write a UTF-8 BOM; it is skipped, not "Invalid statement"."""
+    path = tmp_path / "bom.toml"
+    path.write_text('\ufeffname = "t"\nsteps = 1000\nseeds = 2\nenvs = ["lcpo/WindyPendulum-v0"]\n'
+                    'traces = ["wind-1"]\nagents = ["lcpo", "a2c"]\n', encoding="utf-8")
+    assert load_config(path, executor=FAKE) == parse_config(base(), source=str(path), executor=FAKE)
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes(b'name = "caf\xe9"\n')
+    with pytest.raises(ConfigError, match="latin.toml: not UTF-8"):
+        load_config(latin, executor=FAKE)

@@ -116,3 +116,55 @@ def test_validating_agent_rejects_bad_input_inside_the_loop(what, match):
     assert agent.validates_transitions
     with pytest.raises(ValueError, match=match):
         OnlineLoop(env, agent).run(10)
+
+
+class InPlaceEnv(gym.Env):
+    """A user env that returns one observation array, mutated in place by every reset and step (issue 24
+    item 4): ``obs[0]`` is the step within the episode, so every transition has ``next_obs[0] = obs[0] + 1``."""
+
+    metadata = {"continuing": False}
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(-1e3, 1e3, (3,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.buf = np.zeros(3, np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.buf[:] = 0.0
+        return self.buf, {}
+
+    def step(self, a):
+        self.buf[0] += 1.0
+        self.buf[1] = float(a)
+        return self.buf, 1.0, False, bool(self.buf[0] >= 30), {}
+
+
+def test_observations_of_an_in_place_env_are_copied_at_the_boundary():
+    env = InPlaceEnv()
+    agent = Recorder(1)
+    OnlineLoop(env, agent, seed=0).run(70)
+    trs = agent.transitions
+    assert [tr.next_obs[0] - tr.obs[0] for tr in trs] == [1.0] * 70
+    # no transition holds the env's buffer, nor shares one array with another
+    assert all(tr.obs is not env.buf and tr.next_obs is not env.buf for tr in trs)
+    assert all(trs[i].next_obs is not trs[i + 1].next_obs for i in range(69))
+
+
+@pytest.mark.parametrize("name", ["a2c", "ppo", "trpo", "ddqn", "sac"])
+def test_agents_store_distinct_observations_from_an_in_place_env(name):
+    """On-policy (rollout batch) and replay agents store obs_t and next_obs_t as they were, not both as the
+    env's buffer at the time of storing."""
+    from lcpo.agents import AGENTS
+
+    env = InPlaceEnv()
+    agent = AGENTS[name](env, seed=0)
+    agent.learn(150)
+    if hasattr(agent, "rollout"):
+        n = agent.rollout.ptr
+        obs, nxt = agent.rollout.obs[:n], agent.rollout.next_obs[:n]
+    else:
+        got = agent.replay.get(np.arange(agent.replay.total_added))
+        obs, nxt = got["obs"], got["next_obs"]
+    assert len(obs) > 100
+    np.testing.assert_array_equal(nxt[:, 0] - obs[:, 0], 1.0)

@@ -23,6 +23,7 @@ from lcpo.online.loop import OnlineLoop, Transition
 from lcpo.online.threads import limit_threads
 from lcpo.memory.rollout import RolloutBuffer
 from lcpo.agents.nets import action_shape_of, make_actor_critic, make_fast_policy
+from lcpo.numerics.finite import F32_MAX, OVERFLOW_HINT, check_finite, reward_error, to_float32
 from lcpo.numerics.normalize import ReturnNormalizer
 
 __all__ = ["Agent", "OnPolicyAgent", "OnPolicyHyperparameters", "resolve_hyperparameters", "spawn_rngs"]
@@ -212,7 +213,8 @@ class Agent:
         **overrides: hyperparameter fields to override.
 
     Raises:
-        ValueError: for unknown hyperparameters; TypeError for unsupported spaces.
+        ValueError: for unknown hyperparameters; TypeError for unsupported spaces;
+            :class:`lcpo.envs.preflight.VectorEnvError` for a Gymnasium vector env (populations take those).
     """
 
     name: ClassVar[str] = "agent"
@@ -223,6 +225,9 @@ class Agent:
     validates_transitions: ClassVar[bool] = False
 
     def __init__(self, env: gym.Env, seed: int = 0, hparams=None, **overrides):
+        from lcpo.envs.preflight import refuse_vector_env
+
+        refuse_vector_env(env, f"the environment given to {type(self).__name__}")
         self.env = env
         self.seed = int(seed)
         self.hp = resolve_hyperparameters(self.Hyperparameters, hparams, overrides)
@@ -372,10 +377,11 @@ class OnPolicyAgent(Agent):
         """Store a transition; update when the rollout batch is full.
 
         Raises:
-            ValueError: on a non-finite reward or next observation (naming the value).
+            ValueError: on a reward that is non-finite or beyond float32, or a non-finite next observation
+                (naming the value and the step).
         """
-        if not math.isfinite(tr.reward):
-            raise ValueError(f"non-finite reward {tr.reward} at agent step {self.steps}")
+        if not -F32_MAX <= tr.reward <= F32_MAX:  # NaN, inf, or beyond float32 (lcpo.numerics.finite)
+            raise reward_error(tr.reward, f"at agent step {self.steps}")
         if not np.isfinite(tr.next_obs).all():
             raise ValueError(f"non-finite next_obs {np.asarray(tr.next_obs).tolist()} at agent step {self.steps}")
         info = tr.info
@@ -431,14 +437,17 @@ class OnPolicyAgent(Agent):
             both = self.critic(torch.cat([obs, next_obs])).double().numpy()  # one forward for V(s) and V(s')
         v, nv = both[:n], both[n:]
         adv, ret = gae(rewards, v, nv, b.terminated[:n], b.truncated[:n], b.gammas[:n], self.hp.gae_lambda)
+        first, hint = self.steps - n, OVERFLOW_HINT
         return {
             "obs": obs, "actions": torch.from_numpy(b.actions[:n]),
-            "adv": torch.from_numpy(adv.astype(np.float32)), "ret": torch.from_numpy(ret.astype(np.float32)),
+            "adv": torch.from_numpy(to_float32("advantages", adv, first, hint)),
+            "ret": torch.from_numpy(to_float32("returns", ret, first, hint)),
             "mask": torch.from_numpy(b.policy_mask[:n].astype(np.float32)),
         }
 
     def _critic_step(self, obs: torch.Tensor, ret: torch.Tensor) -> float:
         loss = torch.nn.functional.mse_loss(self.critic(obs), ret)
+        check_finite("critic loss", loss.detach(), f"at the update at agent step {self.steps}", OVERFLOW_HINT)
         self.critic_opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.hp.max_grad_norm)

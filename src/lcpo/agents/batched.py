@@ -18,13 +18,13 @@ Gumbel draws, the normaliser and GAE are per-seed scalar arithmetic).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np
 import torch
 
+from lcpo.numerics.finite import F32_MAX, OVERFLOW_HINT, check_finite, reward_error, to_float32
 from lcpo.agents.base import Agent, spawn_rngs
 from lcpo.agents.nets import make_actor_critic
 from lcpo.agents.stacked import SeedAdam, SeedStack, StackedActing, clip_grad_norm_per_seed
@@ -240,10 +240,9 @@ class BatchOnPolicyAgent(Agent):
         if rewards.shape != (n,) or next_obs.shape != (n, self.obs_dim) or len(infos) != n:
             raise ValueError(f"observe_batch needs {n} rewards, next_obs ({n}, {self.obs_dim}) and {n} infos; got "
                              f"{rewards.shape}, {next_obs.shape}, {len(infos)}")
-        if not np.isfinite(rewards).all():
-            k = int(np.flatnonzero(~np.isfinite(rewards))[0])
-            raise ValueError(f"non-finite reward {rewards[k]} at agent step {int(self.seed_steps[k])}"
-                             + self._which(k))
+        if not (np.abs(rewards) <= F32_MAX).all():  # NaN, inf, or beyond float32 (lcpo.numerics.finite)
+            k = int(np.flatnonzero(~(np.abs(rewards) <= F32_MAX))[0])
+            raise reward_error(float(rewards[k]), f"at agent step {int(self.seed_steps[k])}" + self._which(k))
         if not np.isfinite(next_obs).all():
             k = int(np.flatnonzero(~np.isfinite(next_obs).all(axis=1))[0])
             raise ValueError(f"non-finite next_obs {next_obs[k].tolist()} at agent step {int(self.seed_steps[k])}"
@@ -289,8 +288,8 @@ class BatchOnPolicyAgent(Agent):
         """
         self._solo("observe")
         reward = float(tr.reward)
-        if not math.isfinite(reward):
-            raise ValueError(f"non-finite reward {tr.reward} at agent step {self.steps}")
+        if not -F32_MAX <= reward <= F32_MAX:  # NaN, inf, or beyond float32 (lcpo.numerics.finite)
+            raise reward_error(reward, f"at agent step {self.steps}")
         if not np.isfinite(tr.next_obs).all():
             raise ValueError(f"non-finite next_obs {np.asarray(tr.next_obs).tolist()} at agent step {self.steps}")
         info = tr.info
@@ -380,7 +379,8 @@ class BatchOnPolicyAgent(Agent):
         adv, ret = gae_batch(rewards, v, nv, term, trunc, gammas, self.hp.gae_lambda)
         return {
             "sel": sel, "idx": np.asarray(idx), "obs": obs, "actions": torch.from_numpy(act_np),
-            "adv": torch.from_numpy(adv.astype(np.float32)), "ret": torch.from_numpy(ret.astype(np.float32)),
+            "adv": torch.from_numpy(to_float32("advantages", adv, 0, OVERFLOW_HINT)),
+            "ret": torch.from_numpy(to_float32("returns", ret, 0, OVERFLOW_HINT)),
             "mask": torch.from_numpy(mask_np.astype(np.float32)),
         }
 
@@ -395,6 +395,7 @@ class BatchOnPolicyAgent(Agent):
         """One per-seed Adam step of the critics on the lambda-returns (per-seed clip); ``(n,)`` float losses."""
         v = self.critics(b["obs"], b["sel"])
         loss = ((v - b["ret"]) ** 2).mean(dim=1)
+        check_finite("critic loss", loss.detach(), "at the update", OVERFLOW_HINT)
         self.critic_opt.zero_grad()
         loss.sum().backward()
         clip_grad_norm_per_seed(self.critics.params, self.hp.max_grad_norm, b["sel"])

@@ -44,6 +44,7 @@ import torch
 from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters
 from lcpo.memory.replay import ReplayBuffer
 from lcpo.agents.nets import CategoricalPolicy
+from lcpo.numerics.finite import OVERFLOW_HINT, to_float32
 from lcpo.numerics.targets import vtrace
 
 __all__ = ["CLEAR", "CLEARHyperparameters", "split_episodes"]
@@ -249,8 +250,8 @@ class CLEAR(OnPolicyAgent):
                              part["terminated"], part["truncated"], m_np, part["gamma"], hp.rho_bar, hp.c_bar)
             m = torch.from_numpy(m_np.reshape(-1).astype(np.float32))
             pm = torch.from_numpy((m_np & part["policy_mask"]).reshape(-1).astype(np.float32))
-            adv_t = torch.from_numpy(adv.reshape(-1).astype(np.float32))
-            vs_t = torch.from_numpy(vs.reshape(-1).astype(np.float32))
+            adv_t = torch.from_numpy(to_float32("V-trace advantages", adv, 0, OVERFLOW_HINT).reshape(-1))
+            vs_t = torch.from_numpy(to_float32("V-trace targets", vs, 0, OVERFLOW_HINT).reshape(-1))
             # a replayed action the current policy gives probability 0 (log pi = -inf) has rho = 0, so V-trace's
             # advantage is 0 and so is its policy-gradient term rho A log pi; masked before the product (no NaN)
             pg_on = (pm > 0) & torch.isfinite(logp)

@@ -34,6 +34,7 @@ from lcpo.agents.offpolicy import (
     reduce_heads,
 )
 from lcpo.agents.nets import make_fast_policy
+from lcpo.numerics.finite import OVERFLOW_HINT, check_finite
 
 __all__ = ["DDQN", "DDQNHyperparameters", "double_dqn_target"]
 
@@ -194,11 +195,17 @@ class DDQN(OffPolicyAgent):
 
     # -- learning --------------------------------------------------------------------------------------
     def targets(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """``(B,)`` Double DQN targets of a minibatch from :meth:`sample_batch` (no gradient)."""
+        """``(B,)`` Double DQN targets of a minibatch from :meth:`sample_batch` (no gradient).
+
+        Raises:
+            ValueError: if a target is inf or NaN (float32 overflow), naming the step.
+        """
         with torch.no_grad():
             nxt = batch["next_obs"]
-            return double_dqn_target(self.q(nxt), self.q_target(nxt), batch["rewards"], batch["not_terminated"],
-                                     batch["gamma"], self.hp.head_reduction)
+            y = double_dqn_target(self.q(nxt), self.q_target(nxt), batch["rewards"], batch["not_terminated"],
+                                  batch["gamma"], self.hp.head_reduction)
+        check_finite("TD targets", y, f"at the update at agent step {self.steps}", OVERFLOW_HINT)
+        return y
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict:
         """One gradient step on the TD loss, then a Polyak step of the target network; returns diagnostics."""

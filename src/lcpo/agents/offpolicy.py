@@ -18,7 +18,6 @@ dimension (a factorized, per-dimension action space; paper appendix F discretize
 
 from __future__ import annotations
 
-import math
 
 import gymnasium as gym
 import numpy as np
@@ -28,6 +27,7 @@ from lcpo.agents.base import Agent
 from lcpo.online.loop import Transition
 from lcpo.memory.replay import ReplayBuffer
 from lcpo.agents.nets import CategoricalPolicy, make_body
+from lcpo.numerics.finite import F32_MAX, reward_error
 from lcpo.numerics.normalize import ReturnNormalizer
 
 __all__ = ["OffPolicyAgent", "factorized_q", "make_head_net", "polyak_update", "reduce_heads"]
@@ -147,10 +147,11 @@ class OffPolicyAgent(Agent):
             the diagnostics of the last update (namespaced keys) when updates ran, else None.
 
         Raises:
-            ValueError: on a non-finite reward or observation, or a discount outside [0, 1] (naming the value).
+            ValueError: on a reward that is non-finite or beyond float32, a non-finite observation, or a discount
+                outside [0, 1] (naming the value and the step).
         """
-        if not math.isfinite(tr.reward):
-            raise ValueError(f"non-finite reward {tr.reward} at agent step {self.steps}")
+        if not -F32_MAX <= tr.reward <= F32_MAX:  # NaN, inf, or beyond float32 (lcpo.numerics.finite)
+            raise reward_error(tr.reward, f"at agent step {self.steps}")
         if not np.isfinite(tr.next_obs).all():
             raise ValueError(f"non-finite next_obs {np.asarray(tr.next_obs).tolist()} at agent step {self.steps}")
         gamma = self.hp.gamma

@@ -39,6 +39,7 @@ from lcpo.agents.offpolicy import (
     reduce_heads,
 )
 from lcpo.agents.nets import make_fast_policy
+from lcpo.numerics.finite import OVERFLOW_HINT, check_finite
 
 __all__ = ["SAC", "SACHyperparameters", "finite_log_probs", "policy_entropy"]
 
@@ -209,14 +210,20 @@ class SAC(OffPolicyAgent):
     def targets(self, batch: dict[str, torch.Tensor], alpha: float | None = None) -> torch.Tensor:
         """``(B,)`` soft Bellman targets ``r + gamma (1 - terminated) V(s')`` of a minibatch from
         :meth:`sample_batch`, with ``V`` from the current policy and the elementwise minimum of the target
-        critics (no gradient). ``alpha`` defaults to the current temperature."""
+        critics (no gradient). ``alpha`` defaults to the current temperature.
+
+        Raises:
+            ValueError: if a target is inf or NaN (float32 overflow), naming the step.
+        """
         alpha = self.alpha if alpha is None else alpha
         with torch.no_grad():
             nxt = batch["next_obs"]
             logp_next = finite_log_probs(self.actor(nxt))
             q_next = torch.minimum(self.q1_target(nxt), self.q2_target(nxt))
-            return batch["rewards"] + batch["gamma"] * batch["not_terminated"] * self.soft_value(logp_next, q_next,
-                                                                                                 alpha)
+            y = batch["rewards"] + batch["gamma"] * batch["not_terminated"] * self.soft_value(logp_next, q_next,
+                                                                                              alpha)
+        check_finite("TD targets", y, f"at the update at agent step {self.steps}", OVERFLOW_HINT)
+        return y
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict:
         """One critic step, one actor step, one temperature step, then Polyak steps; returns diagnostics."""
@@ -228,6 +235,7 @@ class SAC(OffPolicyAgent):
         q1_sa = factorized_q(q1_all, actions, hp.head_reduction)
         q2_sa = factorized_q(q2_all, actions, hp.head_reduction)
         critic_loss = torch.nn.functional.mse_loss(q1_sa, y) + torch.nn.functional.mse_loss(q2_sa, y)
+        check_finite("critic loss", critic_loss.detach(), f"at the update at agent step {self.steps}", OVERFLOW_HINT)
         self.critic_opt.zero_grad(set_to_none=True)
         critic_loss.backward()
         torch.nn.utils.clip_grad_norm_(self._critic_params, hp.max_grad_norm, foreach=True)

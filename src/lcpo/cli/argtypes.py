@@ -1,23 +1,49 @@
-"""Validated argparse types shared by the ``lcpo`` subcommands (errors quote the bad value)."""
+"""Validated argparse types and the parser class shared by the ``lcpo`` subcommands (errors quote the bad value).
+
+Standard library only: the help and list commands import this and nothing heavy.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 
-__all__ = ["int_at_least", "positive_int", "nonneg_int", "parse_seeds", "seed_list"]
+__all__ = ["LcpoParser", "DefaultsHelpFormatter", "parse_count", "int_at_least", "positive_int", "nonneg_int",
+           "parse_seeds", "seed_list"]
+
+
+def parse_count(text: str) -> int | None:
+    """A whole number written as an integer (``100000``, ``100_000``) or in float notation with an integral
+    value (``1e5``, ``2.5e6``, ``100000.0``); ``None`` for anything else (``1.5``, ``abc``, ``inf``)."""
+    text = text.strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if not math.isfinite(value) or not value.is_integer():
+        return None
+    return int(value)
 
 
 def int_at_least(minimum: int):
-    """An argparse ``type`` accepting integers ``>= minimum``; anything else is rejected with the text quoted."""
+    """An argparse ``type`` accepting whole numbers ``>= minimum`` (``1e5`` and ``2.5e6`` included, see
+    :func:`parse_count`); anything else (``1.5``) is rejected with the text quoted."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
+        value = parse_count(text)
         if value is None or value < minimum:
             what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+            why = ""
+            try:
+                if value is None and math.isfinite(float(text)):
+                    why = " (not a whole number; 1e5 or 2.5e6 are)"
+            except ValueError:
+                pass
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}{why}")
         return value
 
     parse.__name__ = f"int>={minimum}"
@@ -26,6 +52,34 @@ def int_at_least(minimum: int):
 
 positive_int = int_at_least(1)
 nonneg_int = int_at_least(0)
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Help that shows each option's default (``(default: 1000000)``) unless the help text already says it, or
+    the option has no meaningful default (``None``, ``False``, a suppressed one)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or "default" in text or default is None or default is False
+                or default is argparse.SUPPRESS or isinstance(action, argparse._HelpAction)
+                or default == [] or text == argparse.SUPPRESS):
+            return text
+        shown = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else str(default)
+        return f"{text} (default: {shown.replace('%', '%%')})"
+
+
+class LcpoParser(argparse.ArgumentParser):
+    """The ``lcpo`` parser (and, through ``add_subparsers``, every subcommand's): defaults in ``--help``, and a
+    usage error in one line with a pointer to ``--help``, instead of the usage block first."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        """Print ``PROG: error: MESSAGE (see `PROG --help`)`` on one line to stderr and exit with status 2."""
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see `{self.prog} --help`)\n")
 
 
 def parse_seeds(items) -> list[int]:

@@ -12,10 +12,10 @@ __all__ = ["build_parser", "main"]
 def build_parser() -> argparse.ArgumentParser:
     """The full ``lcpo`` argument parser."""
     from lcpo.cli import info, run, traces
-
+    from lcpo.cli.argtypes import LcpoParser
     from lcpo.cli.run import DEFAULT_STEPS
 
-    parser = argparse.ArgumentParser(
+    parser = LcpoParser(
         prog="lcpo", description="Online RL in non-stationary, context-driven environments (LCPO and baselines). "
                                  f"A bare `lcpo` starts the default run, `lcpo run`: LCPO on the windy Pendulum "
                                  f"over the bundled real wind trace for {DEFAULT_STEPS:,} steps (about 2 minutes "
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Help and list commands import no learning code and answer at once; "
                "`lcpo COMMAND --help` for each command.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.commands = sub.choices  # name -> the command's parser
     run.add_parser(sub)
     run.add_resume_parser(sub)
     traces.add_parser(sub)
@@ -49,7 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     if not argv:
         argv = ["run"]
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # reported by the command's own parser, so that the hint points to its --help
+        command = parser.commands.get(getattr(args, "command", None), parser)
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2

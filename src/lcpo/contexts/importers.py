@@ -142,7 +142,7 @@ def _sha256(path: Path) -> str:
 def _header_tokens(path: Path) -> tuple[list[str], bool]:
     """The column names of an NDBC file's first line and whether that line is a ``#`` comment."""
     try:
-        with open(path, encoding="ascii", errors="replace") as handle:
+        with open(path, encoding="utf-8-sig", errors="replace") as handle:  # a BOM is skipped
             first = handle.readline()
     except OSError as exc:
         raise TraceError(f"{path}: cannot read NDBC file: {exc}") from exc
@@ -186,7 +186,7 @@ def read_ndbc(path: str | os.PathLike):
         _pick(path, tokens, (name,), {"MM": "month", "DD": "day", "hh": "hour"}[name])
     try:
         raw = pd.read_csv(path, sep=r"\s+", comment="#", header=None, names=tokens, skiprows=0 if commented else 1,
-                          na_values=["MM"], dtype=float)
+                          na_values=["MM"], dtype=float, encoding="utf-8-sig")
     except (ValueError, pd.errors.ParserError) as exc:
         raise TraceError(f"{path}: malformed NDBC data line: {exc}") from exc
     if raw.empty:
@@ -426,7 +426,7 @@ def import_csv(path: str | os.PathLike, time_column: str | None = None, columns:
     step_minutes, length = _steps(step_seconds, length, 0.0) if (step_seconds is not None or length is not None) \
         else (None, None)
     try:
-        table = pd.read_csv(path, na_values=list(na_values), skipinitialspace=True)
+        table = pd.read_csv(path, na_values=list(na_values), skipinitialspace=True, encoding="utf-8-sig")
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise TraceError(f"{path}: cannot read CSV: {exc}") from exc
     if table.shape[1] < 2:

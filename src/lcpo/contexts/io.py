@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,10 @@ from lcpo.persistence.atomic import atomic_write, json_default
 from lcpo.contexts.trace import ContextTrace, TraceError
 
 __all__ = ["SUFFIXES", "save_trace", "load_trace", "sidecar_path"]
+
+#: Text files a user wrote (CSV traces, JSON sidecars) are UTF-8; a byte-order mark (as spreadsheet programs
+#: write on export) is skipped, never read as part of the first header or number.
+_ENCODING = "utf-8-sig"
 
 SUFFIXES = (".npy", ".csv")
 
@@ -100,7 +105,7 @@ def _read_sidecar(path: Path) -> tuple[str | None, dict[str, Any]]:
     if not side.exists():
         return None, {}
     try:
-        data = json.loads(side.read_text())
+        data = json.loads(side.read_text(encoding=_ENCODING))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TraceError(f"{side}: cannot read the trace metadata sidecar: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("metadata", {}), dict):
@@ -133,6 +138,18 @@ def _load_npy(path: Path) -> np.ndarray:
     return arr
 
 
+#: A field that looks like a date or a time of day (``2024-01-31``, ``01/31/2024``, ``12:30``).
+_TIMESTAMP = re.compile(r"\d{1,4}[-/]\d{1,2}[-/]\d{1,4}|\d{1,2}:\d{2}")
+#: First-column names of a timestamped table (a trace holds context values only, one row per step).
+_TIME_COLUMNS = frozenset({"time", "timestamp", "date", "datetime", "time_utc", "utc", "epoch", "unix_time"})
+
+
+def _import_hint(path: Path) -> str:
+    return ("; it looks like a timestamped table: a trace file holds one row of context values per step, "
+            f"without times; convert the table with `lcpo traces import csv {path} --out trace.npy` (which "
+            "resamples it onto steps; docs/traces.md)")
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -143,8 +160,15 @@ def _is_number(text: str) -> bool:
 
 def _csv_diagnose(path: Path, first_data_line: int) -> TraceError:
     """Scan a CSV that NumPy rejected and describe its first bad line (slow path, errors only)."""
+    try:
+        return _csv_first_bad_line(path, first_data_line)
+    except UnicodeDecodeError as exc:
+        return TraceError(f"{path}: not UTF-8 text ({exc}); save the CSV as UTF-8")
+
+
+def _csv_first_bad_line(path: Path, first_data_line: int) -> TraceError:
     width = None
-    with open(path, newline="") as handle:
+    with open(path, newline="", encoding=_ENCODING) as handle:
         for lineno, row in enumerate(csv.reader(handle), start=1):
             if lineno < first_data_line or not row or all(not f.strip() for f in row):
                 continue
@@ -155,21 +179,24 @@ def _csv_diagnose(path: Path, first_data_line: int) -> TraceError:
                                   "(as on the first data line)")
             for col, field in enumerate(row, start=1):
                 if not _is_number(field.strip()):
+                    hint = _import_hint(path) if _TIMESTAMP.search(field) else ""
                     return TraceError(f"{path}: wrong dtype: line {lineno}, column {col}: {field.strip()!r} "
-                                      "is not a real number")
+                                      f"is not a real number{hint}")
     return TraceError(f"{path}: cannot parse the CSV file")
 
 
 def _load_csv(path: Path) -> tuple[np.ndarray, list[str] | None]:
     try:
-        with open(path, newline="") as handle:
+        with open(path, newline="", encoding=_ENCODING) as handle:
             first = ""
             first_lineno = 0
             for first_lineno, line in enumerate(handle, start=1):
                 if line.strip():
                     first = line
                     break
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{path}: not UTF-8 text ({exc}); save the CSV as UTF-8") from None
+    except OSError as exc:
         raise TraceError(f"{path}: cannot read CSV file: {exc}") from exc
     if not first:
         raise TraceError(f"{path}: empty CSV file (no rows)")
@@ -185,11 +212,15 @@ def _load_csv(path: Path) -> tuple[np.ndarray, list[str] | None]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "input contained no data": reported below
-            arr = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2, dtype=np.float64, comments=None)
+            arr = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2, dtype=np.float64, comments=None,
+                             encoding=_ENCODING)
     except ValueError:
         raise _csv_diagnose(path, skip + 1) from None
     if arr.size == 0:
         raise TraceError(f"{path}: wrong shape: no data rows" + (" after the header" if columns else ""))
+    if (columns is not None and columns[0].lower() in _TIME_COLUMNS and arr.shape[0] > 1
+            and np.all(np.diff(arr[:, 0]) > 0)):  # named like a time axis, and increasing like one
+        raise TraceError(f"{path}: the first column, {columns[0]!r}, increases row by row{_import_hint(path)}")
     if columns is not None and len(columns) != arr.shape[1]:
         raise TraceError(f"{path}: ragged rows: the header names {len(columns)} columns, "
                          f"the data rows have {arr.shape[1]}")

@@ -21,9 +21,43 @@ from typing import Any, Mapping
 
 from lcpo.envs.task import UNDECLARED_NOTICE, declared_continuing, return_unit
 
-__all__ = ["EnvFacts", "check_env", "inspect_env", "run_env_kwargs", "trace_length_applies"]
+__all__ = ["EnvFacts", "VectorEnvError", "check_env", "inspect_env", "refuse_vector_env", "run_env_kwargs",
+           "trace_length_applies"]
 
 _GUIDE = "docs/bring-your-own.md"
+
+
+class VectorEnvError(TypeError, ValueError):
+    """A Gymnasium vector env was given where one environment is needed (a ``TypeError``, and a ``ValueError``
+    so that the command line reports it as bad input, in one line)."""
+
+
+def refuse_vector_env(env: Any, what: str = "the environment") -> None:
+    """Refuse a Gymnasium vector env (:class:`gymnasium.vector.VectorEnv`, or a wrapper of one) up front.
+
+    A single run (``lcpo run --env``, ``Agent(env)``, :class:`lcpo.online.loop.OnlineLoop`) steps one
+    environment: one observation ``(obs_dim,)`` in, one action out. A vector env batches ``num_envs`` of them
+    and would fail later, deep in the loop; it belongs to a population of independent learners instead.
+
+    Args:
+        env: the object given as an environment.
+        what: how the message names it (e.g. ``"environment 'my_module:MyVec'"``).
+
+    Raises:
+        VectorEnvError: if ``env`` is a vector env; the one-line message says so and where vector envs go.
+    """
+    import gymnasium as gym
+
+    if isinstance(env, gym.vector.VectorEnv) or isinstance(getattr(env, "unwrapped", None), gym.vector.VectorEnv):
+        raise VectorEnvError(vector_env_message(what, type(env).__name__, getattr(env, "num_envs", None)))
+
+
+def vector_env_message(what: str, kind: str, num_envs: int | None = None) -> str:
+    """The one-line refusal of a vector env ``kind`` (its class name) given as ``what``."""
+    n = f", num_envs={num_envs}" if num_envs else ""
+    return (f"{what} is a Gymnasium vector env ({kind}{n}); a single run takes one gymnasium.Env. Vector envs "
+            "are for populations of independent learners, one per seed (`lcpo run --seed 0-N`, "
+            "docs/population.md); give one environment here (gymnasium.make(id), not gymnasium.make_vec(id))")
 
 
 def run_env_kwargs(env: str, trace: str | None, trace_length: int | None,

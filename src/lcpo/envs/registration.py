@@ -171,9 +171,10 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
             return gym.make(target, **kwargs)
         spec = gym.envs.registration.EnvSpec(id=env_id, entry_point=target)
         env = gym.make(spec, **kwargs)
-    except TypeError:
+    except TypeError as exc:
         bad, valid = _unknown_kwargs(target if kind == "id" else None, kwargs, None if kind == "id" else target)
         if not bad:
+            _refuse_vector_entry(env_id, kind, target, kwargs, exc)
             raise
         raise ValueError(f"unknown environment argument(s) {bad} for {env_id}; valid keyword arguments: "
                          f"{valid}") from None
@@ -181,6 +182,31 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
         raise ValueError(f"environment {env_id!r}: {target!r} returned a {type(env.unwrapped).__name__}, not a "
                          "gymnasium.Env")
     return env
+
+
+def _refuse_vector_entry(env_id: str, kind: str, target, kwargs: dict, exc: TypeError) -> None:
+    """Where ``gymnasium.make`` refused what an entry point returned (not a ``gymnasium.Env``), raise
+    :class:`~lcpo.envs.preflight.VectorEnvError` if it was a vector env (error path only: a function entry
+    point is called once more to see what it returns)."""
+    if "gymnasium.Env" not in str(exc):
+        return
+    from lcpo.envs.preflight import VectorEnvError, vector_env_message
+
+    try:
+        entry = target if kind == "entry" else gym.spec(target).entry_point
+        if isinstance(entry, str):
+            entry = gym.envs.registration.load_env_creator(entry)
+        if isinstance(entry, type):
+            made, cls = None, entry
+        else:
+            made = entry(**kwargs)
+            cls = type(made)
+            getattr(made, "close", lambda: None)()
+    except Exception:  # noqa: BLE001 - only a better message is at stake; gymnasium's error stands
+        return
+    if issubclass(cls, gym.vector.VectorEnv):
+        raise VectorEnvError(vector_env_message(f"environment {env_id!r}", cls.__name__,
+                                                getattr(made, "num_envs", None))) from None
 
 
 def _unknown_kwargs(env_id: str | None, kwargs: dict, entry=None) -> tuple[list[str], list[str]]:

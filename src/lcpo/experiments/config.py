@@ -149,6 +149,8 @@ def _is_int(v: Any) -> bool:
 
 
 def _check_int(source: str, key: str, v: Any, minimum: int) -> int:
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+        v = int(v)  # 1e5 and 2.5e6 are whole numbers (TOML has no exponent for integers)
     if not _is_int(v):
         raise _err(source, key, f"expected an integer, got {v!r} ({type(v).__name__})")
     if v < minimum:
@@ -401,10 +403,12 @@ def load_config(path: str | Path, executor: str = DEFAULT_EXECUTOR) -> SweepConf
     """
     path = Path(path)
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
+        # UTF-8, as TOML requires; a byte-order mark (some editors write one) is skipped, not a syntax error
+        data = tomllib.loads(path.read_bytes().decode("utf-8-sig"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: sweep config file not found") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc}); TOML files are UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     return parse_config(data, source=str(path), executor=executor)

@@ -62,8 +62,12 @@ class ReturnNormalizer:
     def update(self, values: np.ndarray) -> None:
         """Merge a batch of accumulator values ``(N,)`` into the running moments (parallel algorithm).
 
+        The moments are float64 and checked after the merge: values so large that the variance overflows
+        float64 (returns beyond about ``1e154``) are refused with the state unchanged, rather than making
+        :attr:`scale` infinite and every later reward 0.
+
         Raises:
-            ValueError: if a value is NaN or infinite (naming it).
+            ValueError: if a value is NaN or infinite, or the merged moments overflow (naming the value).
         """
         v = np.asarray(values, dtype=np.float64).reshape(-1)
         if v.size == 0:
@@ -71,13 +75,17 @@ class ReturnNormalizer:
         if not np.isfinite(v).all():
             bad = v[~np.isfinite(v)][0]
             raise ValueError(f"return normaliser got a non-finite return value {bad}")
-        b_mean, b_var, b_n = float(v.mean()), float(v.var()), float(v.size)
+        with np.errstate(over="ignore", invalid="ignore"):
+            b_mean, b_var, b_n = float(v.mean()), float(v.var()), float(v.size)
         total = self.count + b_n
         delta = b_mean - self.mean
         m2 = self.var * self.count + b_var * b_n + delta * delta * self.count * b_n / total
-        self.mean += delta * b_n / total
-        self.var = m2 / total
-        self.count = total
+        mean, var = self.mean + delta * b_n / total, m2 / total
+        if not (math.isfinite(mean) and math.isfinite(var) and math.isfinite(var + 1.0)):
+            big = float(v[np.argmax(np.abs(v))])
+            raise ValueError(f"return normaliser: a discounted return of {big:.6g} overflows the float64 variance "
+                             "of the returns; rescale the environment's rewards")
+        self.mean, self.var, self.count = mean, var, total
 
     def accumulate(self, rewards: np.ndarray, ends: np.ndarray, gammas: np.ndarray) -> np.ndarray:
         """Advance the accumulator over consecutive steps and return its value after each.

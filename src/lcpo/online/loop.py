@@ -12,14 +12,19 @@ The loop steps the environment with the agent's action, hands every
 
 A reset caused by a condition is a truncation, never a termination. The condition sees the real transition,
 and ``next_obs`` is always the real observation reached, never the reset observation.
+
+Observations are copied as they cross the boundary (``reset`` and ``step``): an environment may return the
+same array every step, mutated in place, and the :class:`Transition` an agent observes still holds the two
+distinct observations ``obs_t`` and ``next_obs_t``, owned by the loop.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
+
+from lcpo.numerics.finite import F32_MAX, reward_error
 
 __all__ = ["Transition", "ResetOnEnd", "ResetAfterSteps", "NeverReset", "parse_reset", "OnlineLoop",
            "EPISODE_COLUMNS", "SEGMENT_STEPS"]
@@ -125,6 +130,13 @@ def _check_obs(obs: np.ndarray, where: str) -> None:
         raise ValueError(f"non-finite observation {np.asarray(obs).tolist()} {where}")
 
 
+def _own(obs):
+    """A copy of an observation array the environment returned (it may reuse one buffer, mutated in place by
+    every ``step``, so a kept reference would change under the agent: ``obs_t`` would become ``next_obs_t``).
+    Scalars pass through."""
+    return obs.copy() if isinstance(obs, np.ndarray) else obs
+
+
 class OnlineLoop:
     """Runs an agent online on an environment and records per-episode metrics.
 
@@ -141,12 +153,17 @@ class OnlineLoop:
             return of a continuing run is the mean return per segment).
 
     Raises:
-        ValueError: on a non-finite observation or reward (naming the value and step).
+        ValueError: on a non-finite observation, or a reward that is non-finite or beyond float32 (naming the
+            value and step).
+        lcpo.envs.preflight.VectorEnvError: if ``env`` is a Gymnasium vector env (one stream takes one env).
     """
 
     def __init__(self, env, agent, reset_condition=None, seed: int = 0,
                  on_episode: Callable | None = None, on_update: Callable | None = None,
                  segment_steps: int = SEGMENT_STEPS):
+        from lcpo.envs.preflight import refuse_vector_env
+
+        refuse_vector_env(env, "the environment given to the online loop")
         self.env, self.agent = env, agent
         self.reset_condition = parse_reset(reset_condition)
         self.never = isinstance(self.reset_condition, NeverReset)
@@ -164,6 +181,7 @@ class OnlineLoop:
 
     def _reset(self, seed=None) -> None:
         obs, info = self.env.reset(seed=seed)
+        obs = _own(obs)
         _check_obs(obs, "returned by reset()")
         self.obs = obs
         self._ep_return, self._ep_length = 0.0, 0
@@ -183,9 +201,10 @@ class OnlineLoop:
         while self.steps < until_step:
             action = agent.act(obs)
             next_obs, reward, terminated, truncated, info = env.step(action)
+            next_obs = _own(next_obs)  # kept as the next step's obs: never a reference to an env buffer
             if check:
-                if not math.isfinite(reward):
-                    raise ValueError(f"non-finite reward {reward} at step {self.steps}")
+                if not -F32_MAX <= reward <= F32_MAX:  # NaN, inf, or beyond float32 (lcpo.numerics.finite)
+                    raise reward_error(reward, f"at step {self.steps}")
                 _check_obs(next_obs, f"at step {self.steps}")
             if self.never:
                 truncated = False

@@ -8,6 +8,7 @@ folder is then fsynced so that the rename itself is durable.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -19,19 +20,39 @@ import numpy as np
 __all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "fsync_dir", "json_default"]
 
 
+#: errnos of ``open`` on a folder meaning "folders cannot be opened here" (Windows: EACCES; some systems: EISDIR)
+_DIR_OPEN_UNSUPPORTED = frozenset({errno.EACCES, errno.EISDIR})
+#: errnos of ``fsync`` on a folder meaning "folders cannot be synchronised here", not "the data was lost":
+#: EINVAL (POSIX and Linux fsync(2): a descriptor that does not support synchronisation), ENOTSUP/EOPNOTSUPP
+#: (file systems without the operation: some network and FUSE mounts), ENOSYS (not implemented), EBADF (systems
+#: that fsync only descriptors open for writing, which a folder's never is). The same list PostgreSQL's
+#: ``fsync_fname_ext`` ignores for folders (EBADF, EINVAL), plus the explicit "not supported" codes.
+_DIR_FSYNC_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EBADF})
+
+
 def fsync_dir(path: str | os.PathLike) -> None:
     """Flush a folder's entries (a rename or a new file in it) to disk, so they survive a power loss.
 
-    Best effort: a no-op where a folder cannot be opened for fsync (not POSIX).
+    Where the platform or file system cannot synchronise a folder (``_DIR_OPEN_UNSUPPORTED``,
+    ``_DIR_FSYNC_UNSUPPORTED``: e.g. Windows, some network mounts) this is a no-op; every other error, an EIO
+    above all, means the folder's entries may not be on disk, and is raised.
+
+    Raises:
+        OSError: with the original errno and a one-line message naming the folder.
     """
     try:
         fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
+    except OSError as exc:
+        if exc.errno in _DIR_OPEN_UNSUPPORTED:
+            return
+        raise OSError(exc.errno, f"cannot open folder {os.fspath(path)} to flush it to disk: "
+                                 f"{exc.strerror or exc}") from None
     try:
         os.fsync(fd)
-    except OSError:
-        pass
+    except OSError as exc:
+        if exc.errno not in _DIR_FSYNC_UNSUPPORTED:
+            raise OSError(exc.errno, f"flushing folder {os.fspath(path)} to disk failed ({exc.strerror or exc}): "
+                                     "the files just written there may be lost") from None
     finally:
         os.close(fd)
 

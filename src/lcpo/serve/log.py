@@ -23,6 +23,7 @@ is corruption and is refused, naming the file and line.
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import os
 import threading
@@ -93,6 +94,7 @@ class TransitionLog:
         self._size = 0
         self._lock = threading.Lock()
         self._dirty = False
+        self._sync_error: OSError | None = None  # a failed background sync, raised by the next append
         self._stop = threading.Event()
         self._syncer: threading.Thread | None = None
 
@@ -181,6 +183,12 @@ class TransitionLog:
         rec["#"] = self.next_index
         line = _encode(rec)
         with self._lock:
+            if self._sync_error is not None:  # records acknowledged before it may not be on disk: stop here
+                err = self._sync_error
+                del rec["#"]
+                raise OSError(err.errno, f"the transition log in {self.folder} could not be flushed to disk "
+                                         f"({err.strerror or err}); records acknowledged since the last good sync "
+                                         "may be lost")
             if self._size >= self.segment_bytes:
                 self._open_segment(self.folder / f"{self.next_index:012d}.jsonl")
             view, done = memoryview(line), 0
@@ -203,15 +211,21 @@ class TransitionLog:
             self.sync()
 
     def sync(self) -> None:
-        """``fdatasync`` the current segment if anything was written since the last sync."""
+        """``fdatasync`` the current segment if anything was written since the last sync.
+
+        A failure other than "not supported here" (EINVAL, ENOTSUP, ENOSYS) is kept and raised by the next
+        :meth:`append` (this runs on the background thread, where raising would go unseen).
+        """
         with self._lock:
             fd, dirty = self._fd, self._dirty
             self._dirty = False
         if dirty and fd is not None:
             try:
                 os.fdatasync(fd)
-            except OSError:
-                pass
+            except OSError as exc:  # only "not supported here" is harmless (as for folders: lcpo.persistence.atomic)
+                if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):
+                    with self._lock:
+                        self._sync_error = self._sync_error or exc
 
     def discard_before(self, position: int) -> int:
         """Delete segments whose records all lie before ``position`` (covered by a committed checkpoint).
