@@ -7,9 +7,7 @@ import contextlib
 import torch
 from threadpoolctl import ThreadpoolController
 
-from lcpo.online.torch_startup import defer_dynamo_import
 
-defer_dynamo_import()  # every agent imports this module: its first optimizer then skips the compiler import
 
 __all__ = ["limit_threads"]
 
