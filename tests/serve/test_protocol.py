@@ -324,8 +324,8 @@ def test_acting_noise_is_the_agents_own_stream_and_survives_a_seek():
     noise = ActingNoise(agent.rngs["act"].bit_generator.state, 256, 3)
     blocks = []
     for _ in range(3):
-        agent._refill_noise()  # what OnPolicyAgent.act draws, block after block
-        blocks.append(agent._noise.copy())
+        agent._refill_noise(0)  # what the agent's act draws, block after block (seed 0 of its seed axis)
+        blocks.append(agent._noise[0].copy())
     rows = np.stack([noise.row(n) for n in range(3 * 256)])
     assert np.array_equal(rows, np.concatenate(blocks))
     saved = noise.state_at(300)  # block 1, kept while the noise is at block 2
@@ -340,8 +340,8 @@ def test_acting_noise_is_the_agents_own_stream_and_survives_a_seek():
     later = ActingNoise(agent.rngs["act"].bit_generator.state, 256, 3)
     later.seek(ahead)
     for _ in range(3):
-        agent._refill_noise()  # blocks 3, 4, 5
-    assert np.array_equal(later.row(5 * 256 + 3), agent._noise[3])
+        agent._refill_noise(0)  # blocks 3, 4, 5
+    assert np.array_equal(later.row(5 * 256 + 3), agent._noise[0, 3])
 
 
 def test_multi_discrete_actions_are_lists_and_learned_as_vectors(tmp_path):

@@ -41,9 +41,15 @@ __all__ = ["SUPPORTED", "build_agent", "ActingNoise", "Snapshot", "Learner"]
 
 def _supported_check(cls, name: str) -> None:
     from lcpo.agents.base import OnPolicyAgent
+    from lcpo.agents.batched import BatchOnPolicyAgent
 
-    if not (issubclass(cls, OnPolicyAgent) and cls.act is OnPolicyAgent.act
-            and cls._refill_noise is OnPolicyAgent._refill_noise and cls.observe is OnPolicyAgent.observe):
+    # both on-policy bases act by the same rule: Gumbel blocks of max(rollout_steps, 256) rows from rngs["act"]
+    single = (issubclass(cls, OnPolicyAgent) and cls.act is OnPolicyAgent.act
+              and cls._refill_noise is OnPolicyAgent._refill_noise and cls.observe is OnPolicyAgent.observe)
+    batch = (issubclass(cls, BatchOnPolicyAgent) and cls.act is BatchOnPolicyAgent.act
+             and cls.act_batch is BatchOnPolicyAgent.act_batch
+             and cls._refill_noise is BatchOnPolicyAgent._refill_noise and cls.observe is BatchOnPolicyAgent.observe)
+    if not (single or batch):
         raise ValueError(f"lcpo serve needs an on-policy agent that acts from its policy alone "
                          f"({', '.join(SUPPORTED)}); {name!r} acts through its own changing state "
                          "(exploration schedule, replay or offline training), which a published snapshot cannot "
