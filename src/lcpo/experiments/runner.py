@@ -759,7 +759,7 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
             a selective sweep leaves the folder's record of the whole sweep intact.
         population: the largest population task: runs that differ only in seed train together in one process
             (:func:`group_seeds`, :func:`lcpo.online.population.execute_population`; their folders equal the runs'
-            alone, docs/population.md); 1 runs every seed alone.
+            alone, docs/population.md); 1 runs every seed alone, as does any ``executor`` but the default.
 
     Returns:
         One :class:`RunOutcome` per spec, in spec order.
@@ -840,7 +840,8 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
         stop.install()
         try:
             if todo:
-                tasks = group_seeds(todo, population)
+                # populations need lcpo's own executor (execute_population); another executor runs seeds alone
+                tasks = group_seeds(todo, population if executor == DEFAULT_EXECUTOR else 1)
                 if backend == "local":
                     _run_local(tasks, runs_dir, executor, n_workers, on_result, stop, write)
                 else:
