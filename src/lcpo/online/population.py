@@ -798,12 +798,11 @@ def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int):
 
 def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_at, on_progress, on_message,
                     device, should_stop=None) -> list[dict]:
-    from lcpo.online.run import (STOP_POLL_STEPS, _RUN_OUTPUTS, _context_names, _env_metrics, _recorded_run_length_fields,
-                                 _trace_info, _versions, resume_plan)
+    from lcpo.online.run import (STOP_POLL_STEPS, _RUN_OUTPUTS, _context_names, _env_metrics,
+                                 _recorded_run_length_fields, _trace_info, _versions, resume_plan, run_summary)
     from lcpo.online.threads import limit_threads
-    from lcpo.envs.task import return_unit
     from lcpo.persistence.checkpoint import RunCheckpoints, atomic_write_json
-    from lcpo.persistence.runlog import RunLog, lifelong_return, scored_episodes
+    from lcpo.persistence.runlog import RunLog
 
     say = on_message or (lambda msg: None)
     from lcpo.persistence.provenance import code_provenance
@@ -988,31 +987,11 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
     for j, (cfg, out) in enumerate(zip(cfgs, outs)):
         log = logs[j]
         log.write(pop.episodes[j], final=True, last_step=pop.steps)
-        episodes = pop.episodes[j]
-        lr = lifelong_return(episodes, cfg.warmup_steps)
         env_j = pop.seed_env(j, cfg)
-        summary = {
-            "lifelong_return": None if math.isnan(lr) else lr,
-            "episodes": len(episodes),
-            "scored_episodes": scored_episodes(episodes, cfg.warmup_steps),
-            "steps": pop.steps,
-            "wall_time_s": wall,
-            "steps_per_s": pop.steps / wall if wall > 0 else None,
-            "updates": log.updates,
-            "constrained_fraction": log.mean("train/constrained"),
-            "line_search_accept_fraction": (log.totals.get("train/line_search_ok", 0.0)
-                                            / max(1.0, log.totals.get("train/constrained", 0.0))),
-            "ood_fraction": log.mean("ood/fraction"),
-            "resumed_from": resumed_from[j],
-            "env_metrics": _env_metrics(env_j) if pop.seed_envs is not None else {},
-            "trace": _trace_info(env_j),
-            "return_unit": return_unit(cfg.reset),
-            "versions": _versions(),
-            "code": code,
-            "config": cfg.to_dict(),
-            "hyperparameters": pop.hyperparameters(j),
-            "population": population,
-        }
+        summary = run_summary(cfg, pop.episodes[j], log, steps=pop.steps, wall=wall, resumed_from=resumed_from[j],
+                              env_metrics=_env_metrics(env_j) if pop.seed_envs is not None else {},
+                              trace=_trace_info(env_j), code=code, hyperparameters=pop.hyperparameters(j),
+                              population=population)
         atomic_write_json(out / "summary.json", summary)
         results[active[j]] = json.loads((out / "summary.json").read_text())
     # every seed folder now holds its final checkpoint and summary: the population's pointer has done its work

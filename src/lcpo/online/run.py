@@ -411,6 +411,42 @@ def _context_names(env) -> tuple[str, ...]:
     return tuple(names)
 
 
+def run_summary(config: RunConfig, episodes: list, log: RunLog, *, steps: int, wall: float, resumed_from: list,
+                env_metrics: dict, trace: dict | None, code: dict, hyperparameters: dict, **extra) -> dict:
+    """A finished run's ``summary.json`` object: one definition for :func:`execute` and for every seed of
+    :func:`lcpo.online.population.execute_population`, so the two write the same keys.
+
+    Args:
+        config: the run's configuration. episodes: its episode rows. log: its run log (update diagnostics).
+        steps: environment steps done. wall: wall time in seconds (all sessions). resumed_from: steps it
+            resumed at. env_metrics, trace, code, hyperparameters: as recorded. extra: further keys (a
+            population's ``population``).
+    """
+    lr = lifelong_return(episodes, config.warmup_steps)
+    return {
+        "lifelong_return": None if math.isnan(lr) else lr,
+        "episodes": len(episodes),
+        "scored_episodes": scored_episodes(episodes, config.warmup_steps),
+        "steps": steps,
+        "wall_time_s": wall,
+        "steps_per_s": steps / wall if wall > 0 else None,
+        "updates": log.updates,
+        "constrained_fraction": log.mean("train/constrained"),
+        "line_search_accept_fraction": (log.totals.get("train/line_search_ok", 0.0)
+                                        / max(1.0, log.totals.get("train/constrained", 0.0))),
+        "ood_fraction": log.mean("ood/fraction"),
+        "resumed_from": resumed_from,
+        "env_metrics": env_metrics,
+        "trace": trace,
+        "return_unit": return_unit(config.reset),
+        "versions": _versions(),
+        "code": code,
+        "config": config.to_dict(),
+        "hyperparameters": hyperparameters,
+        **extra,
+    }
+
+
 def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progress: bool = False,
             threads: int | None = 1, stop_at: int | None = None,
             on_progress: Callable[[int, float], None] | None = None,
@@ -623,27 +659,8 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         snaps.take(loop.steps)
         snaps.write()
     log.write(loop.episodes, final=True, last_step=loop.steps)
-    lr = lifelong_return(loop.episodes, config.warmup_steps)
-    summary = {
-        "lifelong_return": None if math.isnan(lr) else lr,
-        "episodes": len(loop.episodes),
-        "scored_episodes": scored_episodes(loop.episodes, config.warmup_steps),
-        "steps": loop.steps,
-        "wall_time_s": wall,
-        "steps_per_s": loop.steps / wall if wall > 0 else None,
-        "updates": log.updates,
-        "constrained_fraction": log.mean("train/constrained"),
-        "line_search_accept_fraction": (log.totals.get("train/line_search_ok", 0.0)
-                                        / max(1.0, log.totals.get("train/constrained", 0.0))),
-        "ood_fraction": log.mean("ood/fraction"),
-        "resumed_from": resumed_from,
-        "env_metrics": _env_metrics(env),
-        "trace": _trace_info(env),
-        "return_unit": return_unit(config.reset),
-        "versions": _versions(),
-        "code": code,
-        "config": config.to_dict(),
-        "hyperparameters": dataclasses.asdict(agent.hp),
-    }
+    summary = run_summary(config, loop.episodes, log, steps=loop.steps, wall=wall, resumed_from=resumed_from,
+                          env_metrics=_env_metrics(env), trace=_trace_info(env), code=code,
+                          hyperparameters=dataclasses.asdict(agent.hp))
     atomic_write_json(summary_path, summary)
     return json.loads(summary_path.read_text())  # the JSON form: the same object a resumed call returns
