@@ -172,3 +172,21 @@ def test_a_wrapper_with_its_own_state_methods_is_saved():
     assert other.n == 2 and other.env._elapsed_steps == 2
     with pytest.raises(ValueError, match="wrappers .* differ"):
         load_wrappers_state(gym.make("CartPole-v1"), wrappers_state(env))
+
+
+def test_population_of_a_timelimit_env_stopped_mid_episode_resumes_as_uninterrupted(user_env):
+    """Two seeds of the user's TimeLimit env as one population (a SyncVectorEnv of gym.make'd sub-envs): stopped
+    at step 140 (40 steps into an episode) and resumed, each seed's episodes (all 50 steps long) and return equal
+    the uninterrupted population's. Without the sub-envs' wrapper state the counter restarts at 0 on resume."""
+    from lcpo.online.population import execute_population
+
+    cfgs = [RunConfig(env=ENV, agent="a2c", steps=300, seed=s, checkpoint_every=70, diagnostics_every=100)
+            for s in (1, 2)]
+    full = execute_population(cfgs, [user_env / f"full{s}" for s in (1, 2)])
+    cut = [user_env / f"cut{s}" for s in (1, 2)]
+    assert execute_population(cfgs, cut, stop_at=140) == [{"interrupted_at": 140}] * 2
+    resumed = execute_population(cfgs, cut)
+    for s, r, f in zip((1, 2), resumed, full):
+        assert set(_episodes(user_env / f"cut{s}")["length"]) == {50}
+        pd.testing.assert_frame_equal(_episodes(user_env / f"cut{s}"), _episodes(user_env / f"full{s}"))
+        assert r["lifelong_return"] == f["lifelong_return"]
