@@ -731,7 +731,8 @@ def _remove_if_spent(pop_dir: Path) -> None:
 
 
 def _probe_view(agents, k: int):
-    """What :class:`lcpo.experiments.drift.PolicyProbe` (and the forgetting snapshots, :class:`lcpo.experiments.snapshots.SnapshotRecorder`) read of seed ``k`` (``actor``, ``rollout``): the
+    """What :class:`lcpo.experiments.drift.PolicyProbe` and the forgetting snapshots
+    (:class:`lcpo.experiments.snapshots.SnapshotRecorder`) read of seed ``k`` (``actor``, ``rollout``): the
     generic path's single agent, or a batch-native population's per-seed modules and rollout views."""
     members = getattr(agents, "members", None)
     if members is not None:
