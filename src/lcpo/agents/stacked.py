@@ -43,9 +43,13 @@ class SeedStack:
         members: N modules of identical structure (seed ``k``'s freshly initialised network at index ``k``);
             a :class:`~lcpo.agents.nets.CategoricalPolicy` or :class:`~lcpo.agents.nets.ValueNet` (or any module
             mapping ``(B, obs_dim)`` to an output). After construction their parameters are views of the stack.
+        device: the torch device of the stacked parameters (default: the CPU); the members are built on the CPU
+            (their seeded initialisation does not depend on the device) and their weights copied there.
 
     Attributes:
-        params: list of ``nn.Parameter`` of shape ``(N, *shape)`` float32, in ``named_parameters`` order.
+        params: list of ``nn.Parameter`` of shape ``(N, *shape)`` float32, in ``named_parameters`` order, on
+            ``device``.
+        device: the ``torch.device`` they live on.
         names: the parameter names (the single module's ``state_dict`` keys).
         members: the N per-seed modules (views of the stack).
 
@@ -57,8 +61,9 @@ class SeedStack:
         ValueError: if the members differ in parameter names or shapes.
     """
 
-    def __init__(self, members: Sequence[nn.Module]):
+    def __init__(self, members: Sequence[nn.Module], device: torch.device | str | None = None):
         members = list(members)
+        self.device = torch.device("cpu") if device is None else torch.device(device)
         self.members = members
         self.names = [n for n, _ in members[0].named_parameters()]
         for m in members[1:]:
@@ -68,7 +73,7 @@ class SeedStack:
         self.n = len(members)
         self.params: list[nn.Parameter] = []
         for name in self.names:
-            stacked = torch.stack([m.get_parameter(name).detach() for m in members]).contiguous()
+            stacked = torch.stack([m.get_parameter(name).detach() for m in members]).to(self.device).contiguous()
             P = nn.Parameter(stacked)
             self.params.append(P)
             for k, m in enumerate(members):
@@ -170,7 +175,7 @@ def clip_grad_norm_per_seed(params: Sequence[torch.Tensor], max_norm: float, idx
     """
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
-        return torch.zeros(params[0].shape[0] if idx is None else len(idx))
+        return torch.zeros(params[0].shape[0] if idx is None else len(idx), device=params[0].device)
     rows = [g if idx is None else g[idx] for g in grads]
     norms = torch.stack([torch.linalg.vector_norm(g.reshape(g.shape[0], -1), 2, dim=1) for g in rows], dim=1)
     total = torch.linalg.vector_norm(norms, 2, dim=1)
@@ -223,7 +228,7 @@ class SeedAdam:
         for count in np.unique(before[active]):
             sel = active & (before == count)
             whole = bool(sel.all())
-            idx = None if whole else torch.from_numpy(np.flatnonzero(sel))
+            idx = None if whole else torch.from_numpy(np.flatnonzero(sel)).to(self.params[0].device)
             step = int(count) + 1
             bias_correction1 = 1 - beta1 ** step
             bias_correction2 = 1 - beta2 ** step
@@ -252,8 +257,8 @@ class SeedAdam:
         state = {}
         if self.steps[k] > 0:
             for i, (m, v) in enumerate(zip(self.exp_avg, self.exp_avg_sq)):
-                state[i] = {"step": torch.tensor(float(self.steps[k])), "exp_avg": m[k].clone(),
-                            "exp_avg_sq": v[k].clone()}
+                state[i] = {"step": torch.tensor(float(self.steps[k])), "exp_avg": m[k].cpu().clone(),
+                            "exp_avg_sq": v[k].cpu().clone()}  # CPU tensors: a checkpoint resumes anywhere
         group = {"lr": self.lr, "betas": tuple(self.betas), "eps": self.eps, "weight_decay": self.weight_decay,
                  "amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
                  "differentiable": False, "fused": None, "decoupled_weight_decay": False,
@@ -311,7 +316,7 @@ class SeedSGD:
     @torch.no_grad()
     def step(self, mask: np.ndarray | None = None) -> None:
         """``p -= lr * grad`` for the seeds in ``mask`` (None: all)."""
-        idx = None if mask is None or np.all(mask) else torch.from_numpy(np.flatnonzero(mask))
+        idx = None if mask is None or np.all(mask) else torch.from_numpy(np.flatnonzero(mask)).to(self.params[0].device)
         for P in self.params:
             if P.grad is None:
                 continue
@@ -346,6 +351,12 @@ class StackedActing:
     and ``logits(obs (N, obs_dim)) -> (N, D, K)`` runs ``np.matmul`` per layer; other policies act through each
     seed's own fast path (:func:`lcpo.agents.nets.make_fast_policy` of its member module), in a loop.
 
+    On a device other than the CPU (:func:`lcpo.online.device.host_kernels` False) a plain MLP acts on the
+    device instead, through the stack's own forward pass: per call, one host-to-device copy of the observations
+    (with the Gumbel noise packed beside them) and one device-to-host copy of the ``(N, D)`` actions; nothing is
+    mirrored on the host (:meth:`sync` does nothing). Its logits equal the NumPy mirror's up to float32 rounding
+    of the products (not bitwise), so its Gumbel-max draws match except where two bins are within that rounding.
+
     Args:
         stack: a :class:`SeedStack` of policies.
         fast: optional per-seed single-observation fast paths (``sync``, ``logits``, ``sample``, ``greedy``, as
@@ -355,11 +366,17 @@ class StackedActing:
     def __init__(self, stack: SeedStack, fast: Sequence | None = None):
         from lcpo.agents.nets import make_fast_policy
 
+        from lcpo.online.device import host_kernels
+
         self.stack = stack
         t = stack.members[0]
         self.dims, self.bins = t.dims, t.bins
-        self.plain = (fast is None and stack.batched and is_plain_mlp(t)
-                      and not callable(getattr(t.body, "fast_policy", None)))
+        plain = (fast is None and stack.batched and is_plain_mlp(t)
+                 and not callable(getattr(t.body, "fast_policy", None)))
+        self.on_device = plain and not host_kernels(stack.device)  # act in torch on the stack's device
+        self.plain = plain and not self.on_device
+        if self.on_device:
+            return
         if fast is not None:
             self.fast = list(fast)
         if self.plain:
@@ -371,7 +388,9 @@ class StackedActing:
         self.sync()
 
     def sync(self) -> None:
-        """Copy the current weights of every seed (call after every update)."""
+        """Copy the current weights of every seed (call after every update; nothing to do on a device)."""
+        if self.on_device:
+            return
         if not self.plain:
             for f in self.fast:
                 f.sync()
@@ -384,6 +403,8 @@ class StackedActing:
     def logits(self, obs: np.ndarray) -> np.ndarray:
         """``(N, D, K)`` float32 logits of ``obs (N, obs_dim)``, seed ``k``'s policy on row ``k``."""
         n = obs.shape[0]
+        if self.on_device:
+            return self._device_logits(np.asarray(obs, dtype=np.float32)).cpu().numpy()
         if not self.plain:
             return np.stack([f.logits(obs[k]).reshape(self.dims, self.bins) for k, f in enumerate(self.fast)])
         x = np.asarray(obs, dtype=np.float32).reshape(n, 1, -1)
@@ -397,6 +418,14 @@ class StackedActing:
 
     def sample(self, obs: np.ndarray, gumbel: np.ndarray) -> np.ndarray:
         """Gumbel-max draws ``(N, D)`` int64 with pre-drawn noise ``gumbel (N, D * K)`` float32."""
+        if self.on_device:  # one copy in (observations and noise side by side), one copy out
+            n, d = obs.shape[0], obs.shape[1]
+            both = torch.from_numpy(np.concatenate([np.asarray(obs, np.float32).reshape(n, d),
+                                                    np.asarray(gumbel, np.float32).reshape(n, -1)], axis=1))
+            x = both.to(self.stack.device)
+            with torch.no_grad():
+                lg = self.stack.forward(x[:, None, :d])[:, 0]
+                return (lg + x[:, d:].view(lg.shape)).argmax(dim=2).cpu().numpy()
         if not self.plain:
             return np.stack([f.sample(obs[k], gumbel[k]) for k, f in enumerate(self.fast)])
         lg = self.logits(obs)
@@ -404,4 +433,12 @@ class StackedActing:
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """Most probable actions ``(N, D)`` int64."""
+        if self.on_device:
+            return self._device_logits(np.asarray(obs, dtype=np.float32)).argmax(dim=2).cpu().numpy()
         return self.logits(obs).argmax(axis=2)
+
+    def _device_logits(self, obs: np.ndarray) -> torch.Tensor:
+        """``(N, D, K)`` logits on the stack's device of host observations ``obs (N, obs_dim)`` float32."""
+        x = torch.from_numpy(np.ascontiguousarray(obs)).to(self.stack.device)
+        with torch.no_grad():
+            return self.stack.forward(x[:, None, :])[:, 0]
