@@ -325,7 +325,7 @@ def test_batch_native_population_folders_equal_the_solo_runs(tmp_path, monkeypat
 
 def test_device_reaches_the_batch_native_population_and_is_refused_elsewhere(tmp_path, monkeypatch, capsys):
     """--device plumbing without a GPU: the device goes to make_population for a batch-native agent; the
-    generic path refuses it; the CLI refuses cuda where there is none (one line)."""
+    generic path refuses it (before any env is made); the CLI refuses cuda where there is none (one line)."""
     import lcpo.agents.population as agent_pop
     from lcpo.online.population import Population
 
@@ -334,18 +334,23 @@ def test_device_reaches_the_batch_native_population_and_is_refused_elsewhere(tmp
 
     def spy(name, env, seeds, **kw):
         seen.update(kw)
-        return real(name, env, seeds, **{k: v for k, v in kw.items() if k != "device"})
+        return real(name, env, seeds, **kw)
 
     monkeypatch.setattr(agent_pop, "make_population", spy)
-    monkeypatch.setattr(agent_pop, "BATCH_NATIVE", frozenset({"a2c"}))
-    pop = Population("a2c", seeds=[0, 1], trace="wind-3", trace_length=1000, device="cuda", hidden=[8])
-    assert seen == {"device": "cuda", "hidden": [8]} and pop.device == "cuda" and pop.batch_native
+    pop = Population("a2c", seeds=[0, 1], trace="wind-3", trace_length=1000, device="cpu:0", hidden=[8])
+    assert seen == {"hidden": [8]} and pop.device == "cpu" and pop.batch_native  # the CPU: today's path
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"^--device 'cuda': no CUDA GPU here"):
+            Population("a2c", seeds=[0, 1], trace="wind-3", trace_length=1000, device="cuda")
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU, as far as the checks can see
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(ValueError, match="agent 'ddqn' is not batch-native"):
         Population("ddqn", seeds=[0, 1], trace="wind-3", trace_length=1000, device="cuda")
+    monkeypatch.undo()
     if not torch.cuda.is_available():
         assert main(["run", "--agent", "a2c", "--seed", "0-1", "--device", "cuda", "--steps", "10",
                      "--out", str(tmp_path)]) == 2
-        assert capsys.readouterr().err.startswith("lcpo: error: --device cuda: no CUDA GPU here")
+        assert capsys.readouterr().err.startswith("lcpo: error: --device 'cuda': no CUDA GPU here")
 
 
 @pytest.mark.slow
