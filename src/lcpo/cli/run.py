@@ -130,6 +130,11 @@ def cmd_run(args) -> int:
                          "after the warm-up, and the lifelong return would be n/a")
     _check_trace_length(args)
     _check_device(args)
+    if args.device != "cpu":  # every agent before the first run starts
+        from lcpo.online.population import _check_device_agent
+
+        for agent in args.agent:
+            _check_device_agent(agent, args.device, not args.no_batch)
     args.seed = parse_seeds([str(s) for group in args.seed for s in group])
     from lcpo.online.population import names_vector_env
 
