@@ -83,18 +83,19 @@ def to_float32(name: str, values: np.ndarray, first_step: int, hint: str = "") -
 
 
 def check_finite(name: str, values, where: str, hint: str = "") -> None:
-    """Refuse a float32 batch (NumPy array or CPU torch tensor) holding an inf or a NaN.
+    """Refuse a float32 batch (NumPy array or torch tensor) holding an inf or a NaN.
 
     Args:
         name: what the values are (``"TD targets"``), for the message.
-        values: any shape; a torch tensor is read without a copy.
+        values: any shape; a CPU torch tensor is read without a copy (one on another device is copied to the
+            host).
         where: how the message places it, e.g. ``"at the update at agent step 1200"``.
         hint: appended to the message.
 
     Raises:
         ValueError: naming ``name``, ``where`` and the first bad value.
     """
-    arr = values.detach().numpy() if hasattr(values, "detach") else np.asarray(values)
+    arr = values.detach().cpu().numpy() if hasattr(values, "detach") else np.asarray(values)
     ok = np.isfinite(arr)
     if not ok.all():
         bad = float(arr.reshape(-1)[np.flatnonzero(~ok.reshape(-1))[0]])
