@@ -20,7 +20,8 @@ each bin is computed once with the single env's own expression.
 population whose networks are on a GPU; ``"cpu"`` to test it). The dynamic state (angle, velocity, counters,
 lag window) and the traces live on the device, in float64 with the same float32 roundings in the same places;
 per step there is one host-to-device copy (the ``(N, 2)`` actions and autoreset flags) and one device-to-host
-copy (observations, rewards, truncations and contexts packed in one ``(N, 13)`` float64 array). Resets draw the
+copy (observations, rewards and truncations packed in one ``(N, 11)`` float64 array; the observation is
+rounded to float32 on the host, the contexts are its lag-0 wind columns before rounding). Resets draw the
 initial states from the same per-sub-env NumPy generators on the host (a host copy of the state, pulled from the
 device only when a reset or :meth:`~WindyPendulumVectorEnv.get_state` needs it). Not bitwise: torch's
 ``sin``/``cos`` (SLEEF on the CPU, CUDA's own on a GPU) differ from the C library's in the last bit for about
@@ -294,18 +295,20 @@ class WindyPendulumVectorEnv(VectorEnv):
         nxt = index + 1
         nxt = torch.where(nxt == d["_length"], torch.zeros_like(nxt), nxt)
         new_hist = torch.cat([w[:, :, None], hist[:, :, :lags - 1]], dim=2)
-        u = a + wx * torch.cos(th) + wy * torch.sin(th)
+        s0 = torch.sin(th)  # the kernel calls sin(t0) twice: the same value
+        u = a + wx * torch.cos(th) + wy * s0
         u = torch.clamp(u, -2.0, 2.0).float().double()
         ang = torch.fmod(th + math.pi, two_pi)  # Python's float %: fmod (exact), then the sign of the divisor
         ang = torch.where((ang != 0) & (ang < 0), ang + two_pi, ang) - math.pi
         cost = ang * ang + 0.1 * (td * td) + d["_ctrl"][b]
-        newthdot = td + (15.0 * torch.sin(th) + (3.0 * u).float().double()) * 0.05
+        newthdot = td + (15.0 * s0 + (3.0 * u).float().double()) * 0.05
         newthdot = torch.clamp(newthdot, -8.0, 8.0)
         t1 = th + newthdot * 0.05
         elapsed = d["_elapsed"] + 1
         trunc = (d["_limit"] > 0) & (elapsed >= d["_limit"])
-        obs = torch.cat([torch.cos(t1).float()[:, None], torch.sin(t1).float()[:, None],
-                         newthdot.float()[:, None], new_hist.reshape(n, 2 * lags).float()], dim=1)
+        # float64 out, rounded to the float32 observation on the host (the same round-to-nearest as the kernel)
+        packed = torch.cat([torch.cos(t1)[:, None], torch.sin(t1)[:, None], newthdot[:, None],
+                            new_hist.reshape(n, 2 * lags), (-cost)[:, None], trunc[:, None].double()], dim=1)
         if bool(skip.any()):  # NEXT_STEP rows that reset this step keep their state (reset on the host next)
             keep = ~active
             nxt, t1, newthdot = (torch.where(keep, old, new) for old, new in
@@ -314,10 +317,10 @@ class WindyPendulumVectorEnv(VectorEnv):
             new_hist = torch.where(keep[:, None, None], hist, new_hist)
         d["_index"], d["_th"], d["_thdot"], d["_elapsed"], d["_hist"] = nxt, t1, newthdot, elapsed, new_hist
         self._stale = True
-        packed = torch.cat([obs.double(), (-cost)[:, None], trunc.double()[:, None], new_hist[:, :, 0]],
-                           dim=1).cpu().numpy()
-        return (packed[:, :9].astype(np.float32), packed[:, 9].copy(), packed[:, 10] != 0.0,
-                packed[:, 11:13].copy())
+        host = packed.cpu().numpy()
+        obs_cols = 3 + 2 * lags
+        return (host[:, :obs_cols].astype(np.float32), host[:, obs_cols].copy(), host[:, obs_cols + 1] != 0.0,
+                host[:, [3, 3 + lags]].copy())
 
     # ------------------------------------------------------------------ per-sub-env helpers
     def _restart(self, i: int, row: int) -> None:
