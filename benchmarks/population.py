@@ -139,7 +139,8 @@ def memory(seeds: int, reservoir: int, steps: int, batch: bool, device: str) -> 
     extra = {}
     if device.startswith("cuda") and batch:
         extra["device_peak_allocated_mib"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
-    return {**extra, "device": device if batch else "cpu", "seeds": seeds, "reservoir": reservoir, "path": "batch" if batch else "generic",
+    return {**extra, "device": device if batch else "cpu", "seeds": seeds, "reservoir": reservoir,
+            "path": "batch" if batch else "generic",
             "rss_start_mib": round(before / 2**20, 1), "rss_full_mib": round(full / 2**20, 1),
             "rss_after_updates_mib": round(after / 2**20, 1), "peak_rss_mib_incl_checkpoint": round(peak / 2**20, 1),
             "checkpoint_s": round(ckpt_s, 1), "checkpoint_mib": round(ckpt_bytes / 2**20, 1),

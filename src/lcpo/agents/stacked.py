@@ -316,7 +316,10 @@ class SeedSGD:
     @torch.no_grad()
     def step(self, mask: np.ndarray | None = None) -> None:
         """``p -= lr * grad`` for the seeds in ``mask`` (None: all)."""
-        idx = None if mask is None or np.all(mask) else torch.from_numpy(np.flatnonzero(mask)).to(self.params[0].device)
+        if mask is None or np.all(mask):
+            idx = None
+        else:
+            idx = torch.from_numpy(np.flatnonzero(mask)).to(self.params[0].device)
         for P in self.params:
             if P.grad is None:
                 continue
@@ -365,7 +368,6 @@ class StackedActing:
 
     def __init__(self, stack: SeedStack, fast: Sequence | None = None):
         from lcpo.agents.nets import make_fast_policy
-
         from lcpo.online.device import host_kernels
 
         self.stack = stack

@@ -624,7 +624,8 @@ def _run_dask(todo: Sequence[list[RunSpec]], runs_dir: Path, executor: str, work
               on_result: Callable[[RunSpec, Any, BaseException | None], None], stop: _Stop,
               on_slots: Callable[[int], None] = lambda n: None,
               write: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr), device: str = "cpu") -> None:
-    """Run ``todo`` as Dask tasks (``device``: the populations' torch device, see :func:`run_group`). A stop request sets a ``dask.distributed.Event`` that every task polls
+    """Run ``todo`` as Dask tasks (``device``: the populations' torch device, see :func:`run_group`). A stop
+    request sets a ``dask.distributed.Event`` that every task polls
     (:func:`run_one`): queued tasks return without starting, running ones checkpoint and return. The
     ``LocalCluster`` this starts (no ``address``) has workers that exit at once when it closes
     (:func:`_fast_exit_plugin`), so its nannies do not have to kill them."""
