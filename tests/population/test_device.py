@@ -86,6 +86,29 @@ def test_device_cpu_is_the_default_bit_for_bit(tmp_path):
         assert summary["population"]["device"] == "cpu"
 
 
+def _batch_native():
+    from lcpo.agents.population import BATCH_NATIVE
+
+    return sorted(BATCH_NATIVE)
+
+
+@pytest.mark.parametrize("agent", _batch_native())
+def test_every_batch_native_agent_takes_a_device_and_refuses_an_unusable_one(agent):
+    """Parametrised over BATCH_NATIVE: an agent added there is held to the device argument too."""
+    from lcpo.agents.population import make_population
+    from lcpo.envs.registration import make_env
+
+    env = make_env("lcpo/TrapGrid-v0") if agent.startswith("tabular") else make_env("lcpo/WindyPendulum-v0")
+    pop = make_population(agent, env, [0, 1], device="cpu:0")
+    assert pop.device == torch.device("cpu")
+    assert all(p.device.type == "cpu" for p in pop.actors.params + pop.critics.params)
+    state = pop.seed_state_dict(1)
+    assert all(t.device.type == "cpu" for t in state["actor"].values())
+    with pytest.raises(ValueError, match=r"^device 'meta': the meta device holds no data") as info:
+        make_population(agent, env, [0, 1], device="meta")
+    assert "\n" not in str(info.value)
+
+
 # ---------------------------------------------------------------------------------------------- the device path
 SETTINGS = {"a2c": {"hidden": [16]}, "trpo": {"hidden": [16], "rollout_steps": 400},
             "lcpo": {"hidden": [16], "reservoir_size": 600}}
