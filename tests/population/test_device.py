@@ -121,9 +121,9 @@ def _flat(module) -> torch.Tensor:
 @pytest.mark.parametrize("agent", sorted(SETTINGS))
 def test_the_device_code_path_run_on_the_cpu_matches_the_host_path(monkeypatch, agent):
     """What a GPU runs, on the CPU, against today's host kernels: the same decisions (episodes, constrained and
-    accepted steps), parameters within 1e-5 of their scale after 6 updates, returns within 1e-6 relative."""
+    accepted steps), parameters within 1e-5 of their scale after 2-6 updates, returns within 1e-6 relative."""
     kw = dict(seeds=[0, 1, 2], trace="wind-1", trace_length=2000, **SETTINGS[agent])
-    steps = 1200
+    steps = 1200 if agent == "lcpo" else 800  # LCPO: its reservoir fills, then anchored updates
     host = Population(agent, **kw).learn(steps)
     _device_path(monkeypatch)
     dev = Population(agent, **kw).learn(steps)
@@ -131,7 +131,7 @@ def test_the_device_code_path_run_on_the_cpu_matches_the_host_path(monkeypatch, 
     assert dev.agents._acting.on_device and not host.agents._acting.on_device  # torch acting
     for k in range(3):
         a, b = np.array(host.episodes[k], dtype=float), np.array(dev.episodes[k], dtype=float)
-        assert a.shape == b.shape and len(a) >= 5
+        assert a.shape == b.shape and len(a) >= 4
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-9)
         for net in ("actors", "critics"):
             pa = _flat(getattr(host.agents, net).members[k])
