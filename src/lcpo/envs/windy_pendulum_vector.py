@@ -47,7 +47,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
@@ -173,7 +172,7 @@ class WindyPendulumVectorEnv(VectorEnv):
 
     def __init__(self, num_envs: int | None = None, env_kwargs: Sequence[dict] | None = None, *,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-                 device: str | torch.device | None = None, **kwargs):
+                 device=None, **kwargs):
         try:
             self.autoreset_mode = AutoresetMode(autoreset_mode)
         except ValueError:
@@ -253,7 +252,9 @@ class WindyPendulumVectorEnv(VectorEnv):
         self.device = None
         self._dev: dict | None = None  # the torch backend's device tensors
         self._stale = False  # the host state lags the device state (torch backend, after a step)
-        if device is not None:
+        if device is not None:  # torch only for the torch backend (the numba env imports no torch)
+            import torch
+
             from lcpo.online.device import resolve_device
 
             self.device = resolve_device(device, "device")
@@ -268,6 +269,8 @@ class WindyPendulumVectorEnv(VectorEnv):
     def _push(self) -> None:
         """Copy the host state to the device (after resets and :meth:`set_state`; torch backend only)."""
         if self._dev is not None:
+            import torch
+
             for name in self._STATE:
                 self._dev[name] = torch.from_numpy(getattr(self, name).copy()).to(self.device)
             self._stale = False
@@ -283,6 +286,8 @@ class WindyPendulumVectorEnv(VectorEnv):
         """The kernel's step in torch on ``self.device`` (the same operations in the same order, float32
         roundings where the kernel has them); ``(obs (N, 9) float32, rew (N,), trunc (N,) bool, context (N, 2))``
         on the host, from one packed copy."""
+        import torch
+
         d = self._dev
         n, lags = self.num_envs, self._lags
         two_pi = 2 * math.pi
