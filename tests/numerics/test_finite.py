@@ -130,3 +130,17 @@ def test_normaliser_refuses_returns_whose_variance_overflows_float64():
     big = ReturnNormalizer()
     big.update(np.array([1e150, -1e150]))  # variance 1e300: large, finite, kept
     assert big.scale == pytest.approx(1e150, rel=1e-4)
+
+
+@pytest.mark.parametrize("replay", [0, 10])
+def test_clear_vtrace_value_loss_overflowing_float32_stops_the_update(replay):
+    """CLEAR: rewards of 1e20 give finite V-trace targets (about 1e21) whose squared error overflows float32;
+    the update names the V-trace value loss and the agent step, before any weight changes or the rollout enters
+    the replay buffer (without the check the critic's weights turned NaN)."""
+    agent = AGENTS["clear"](BigRewardEnv(1e20, at=50), seed=0, normalize_returns=False, replay_windows=replay)
+    before = {k: v.clone() for k, v in agent.critic.state_dict().items()}
+    with pytest.raises(ValueError, match=r"V-trace value loss at the update at agent step 200: inf .*"
+                                         r"normalize_returns"):
+        agent.learn(2_000)
+    assert agent.updates == 0 and _weights_finite(agent) and agent.replay.size == 0
+    assert all(torch.equal(before[k], v) for k, v in agent.critic.state_dict().items())
