@@ -837,6 +837,11 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
     if steps0[0] > 0:
         overrides.update(_recorded_run_length_fields(outs[0], cfgs[0]))
     pop = Population._from_configs(cfgs, device=device, overrides=overrides)
+    if cfgs[0].checkpoint_every and pop.seed_envs is not None:  # as execute: refused before the first step
+        from lcpo.envs.preflight import check_checkpointable
+
+        for j, cfg in enumerate(cfgs):  # the sub-environments whose wrappers a checkpoint saves
+            check_checkpointable(pop.seed_envs[j], cfg.env)
     n = len(cfgs)
     logs, probes, snaps = [], [], []
     from lcpo.experiments.snapshots import SnapshotRecorder

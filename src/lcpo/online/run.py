@@ -490,7 +490,9 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
 
     Raises:
         ValueError: bad configuration, unknown env/trace/agent, non-finite observations/rewards, a refused
-            resume (:func:`resume_plan`), or ``out_dir`` naming a file.
+            resume (:func:`resume_plan`), ``out_dir`` naming a file, or checkpoints (``checkpoint_every``) of an
+            environment they could not save (no ``get_state``/``set_state``, or a wrapper with unsaved state,
+            named: :func:`lcpo.envs.preflight.check_checkpointable`), refused before the first step.
         CheckpointError: (a ValueError) a missing, corrupt, unsafe or mismatched checkpoint file (named).
         RunFolderBusy: another process is writing the folder.
     """
@@ -544,6 +546,10 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
     code = code_provenance()  # the code this invocation runs on (one git call; summary.json "code")
     store = RunCheckpoints(out / "checkpoint")
     env = make_run_env(config)
+    if config.checkpoint_every:  # refused here, not at the first checkpoint: no step taken, no file written
+        from lcpo.envs.preflight import check_checkpointable
+
+        check_checkpointable(env, config.env)
     state = None
     length = config.steps
     if plan.action in ("resume", "extend"):
