@@ -41,7 +41,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters
+from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters, require_ints
 from lcpo.memory.replay import ReplayBuffer
 from lcpo.agents.nets import CategoricalPolicy
 from lcpo.numerics.finite import OVERFLOW_HINT, check_finite, to_float32
@@ -132,12 +132,8 @@ class CLEAR(OnPolicyAgent):
     def __init__(self, env: gym.Env, seed: int = 0, hparams=None, **overrides):
         super().__init__(env, seed, hparams, **overrides)
         hp = self.hp
-        for name in ("buffer_size", "replay_window"):
-            v = getattr(hp, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"hyperparameter {name} must be an integer >= 1, got {v!r}")
-        if not isinstance(hp.replay_windows, int) or hp.replay_windows < 0:
-            raise ValueError(f"hyperparameter replay_windows must be an integer >= 0, got {hp.replay_windows!r}")
+        require_ints(hp, ("buffer_size", "replay_window"))
+        require_ints(hp, ("replay_windows",), minimum=0)
         for name in ("policy_cloning", "value_cloning", "entropy_coef"):
             v = getattr(hp, name)
             if not (math.isfinite(v) and v >= 0):
