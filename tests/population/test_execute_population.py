@@ -14,6 +14,7 @@ from lcpo.cli.main import main
 from lcpo.online.population import execute_population, population_folder, read_population_pointer
 from lcpo.online.run import RunConfig, execute
 from lcpo.persistence.checkpoint import RunCheckpoints
+from summaries import comparable
 
 AGENTS = {
     "a2c": {"hidden": [16]},                                                     # on-policy (rollout batch)
@@ -21,7 +22,6 @@ AGENTS = {
              "hidden": [16, 16]},                                                # replay buffer
     "lcpo": {"reservoir_size": 1000, "hidden": [16]},                            # reservoir + OOD sampler
 }
-TIMING = ("wall_time_s", "steps_per_s", "population")
 
 
 def _cfg(agent="a2c", seed=0, **kw):
@@ -36,7 +36,7 @@ def _outputs(folder):
 
 
 def _untimed(summary):
-    return {k: v for k, v in summary.items() if k not in TIMING}
+    return comparable(summary, "population")
 
 
 def _same(a, b, where="state"):

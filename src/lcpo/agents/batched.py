@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from lcpo.numerics.finite import F32_MAX, OVERFLOW_HINT, check_finite, reward_error, to_float32
+from lcpo.numerics.finite import F32_MAX, OVERFLOW_HINT, check_finite, check_transition, reward_error, to_float32
 from lcpo.agents.base import Agent, spawn_rngs
 from lcpo.agents.nets import make_actor_critic
 from lcpo.agents.stacked import SeedAdam, SeedStack, StackedActing, clip_grad_norm_per_seed
@@ -297,10 +297,7 @@ class BatchOnPolicyAgent(Agent):
         """
         self._solo("observe")
         reward = float(tr.reward)
-        if not -F32_MAX <= reward <= F32_MAX:  # NaN, inf, or beyond float32 (lcpo.numerics.finite)
-            raise reward_error(reward, f"at agent step {self.steps}")
-        if not np.isfinite(tr.next_obs).all():
-            raise ValueError(f"non-finite next_obs {np.asarray(tr.next_obs).tolist()} at agent step {self.steps}")
+        check_transition(reward, tr.next_obs, f"at agent step {self.steps}")
         info = tr.info
         gamma, mask = self.hp.gamma, True
         if info:

@@ -36,7 +36,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -820,8 +819,8 @@ def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int):
 
 def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_at, on_progress, on_message,
                     device, should_stop=None) -> list[dict]:
-    from lcpo.online.run import (STOP_POLL_STEPS, _RUN_OUTPUTS, _context_names, _env_metrics,
-                                 _recorded_run_length_fields, _trace_info, _versions, resume_plan, run_summary)
+    from lcpo.online.run import (STOP_POLL_STEPS, _context_names, _env_metrics, _recorded_run_length_fields,
+                                 _remove_outputs, _trace_info, _write_config, resume_plan, run_summary)
     from lcpo.online.threads import limit_threads
     from lcpo.persistence.checkpoint import RunCheckpoints, atomic_write_json
     from lcpo.persistence.runlog import RunLog
@@ -858,6 +857,11 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
     if steps0[0] > 0:
         overrides.update(_recorded_run_length_fields(outs[0], cfgs[0]))
     pop = Population._from_configs(cfgs, device=device, overrides=overrides)
+    if cfgs[0].checkpoint_every and pop.seed_envs is not None:  # as execute: refused before the first step
+        from lcpo.envs.preflight import check_checkpointable
+
+        for j, cfg in enumerate(cfgs):  # the sub-environments whose wrappers a checkpoint saves
+            check_checkpointable(pop.seed_envs[j], cfg.env)
     n = len(cfgs)
     logs, probes, snaps = [], [], []
     from lcpo.experiments.snapshots import SnapshotRecorder
@@ -890,20 +894,11 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
     # every check passed: from here on the folders are written
     for j, (cfg, out) in enumerate(zip(cfgs, outs)):
         if step0 == 0:
-            for name in _RUN_OUTPUTS:
-                p = out / name
-                if p.is_dir():
-                    shutil.rmtree(p)
-                elif p.exists():
-                    p.unlink()
+            _remove_outputs(out)
         (out / "summary.json").unlink(missing_ok=True)
         if cfg.tensorboard:
             logs[j].open_tensorboard(purge_step=None if step0 == 0 else step0 + 1)
-        env_j = pop.seed_env(j, cfg)
-        atomic_write_json(out / "config.json", {"run": cfg.to_dict(), "hyperparameters": pop.hyperparameters(j),
-                                                "context_spec": getattr(env_j.unwrapped, "context_spec", None)
-                                                and env_j.unwrapped.context_spec.to_dict(),
-                                                "versions": _versions()})
+        _write_config(out, cfg, pop.hyperparameters(j), pop.seed_env(j, cfg))
         if step0 > 0:
             logs[j].write(pop.episodes[j])  # episodes.csv / diagnostics.csv as of the checkpoint
         if starts[j][2] == "population":
