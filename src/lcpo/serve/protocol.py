@@ -155,7 +155,10 @@ class Spaces:
             except OverflowError:  # an int beyond float64: the slow path names it
                 arr = None
             if arr is not None and np.logical_and(arr >= self._lo, arr <= self._hi).all():
-                return np.array(value, dtype=np.float32)  # the conversion below, which cannot overflow here
+                try:
+                    return np.array(value, dtype=np.float32)  # the conversion below (no overflow: in range)
+                except (TypeError, ValueError, OverflowError):
+                    pass
         arr = None
         if all(type(x) is float or type(x) is int for x in value):  # not bool, str (which NumPy would parse)
             try:
@@ -168,11 +171,12 @@ class Spaces:
                 if isinstance(x, bool) or not isinstance(x, (int, float)):
                     raise RequestError(422, f"{field}[{i}] must be a number, got {_show(x)}", f"{field}[{i}]")
             arr = np.full(self.obs_dim, np.inf, dtype=np.float32)  # (an int too large for float32 stays inf)
-            for i, x in enumerate(value):
-                try:
-                    arr[i] = x
-                except OverflowError:
-                    pass
+            with np.errstate(over="ignore"):
+                for i, x in enumerate(value):
+                    try:
+                        arr[i] = x
+                    except OverflowError:
+                        pass
         bad = ~np.isfinite(arr)
         if bad.any():
             i = int(np.argmax(bad))
