@@ -40,6 +40,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -50,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 POOL = 512  # pre-encoded observations (and rewards) per row, cycled
+ROWS = ("paced1", "paced8", "paced64", "flat64", "batch256")  # the rows, in order (--rows)
 
 
 def _free_port() -> int:
@@ -264,7 +266,8 @@ def _start(args, src: str | None, port: int) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "lcpo.cli.main", "serve", "--env", "lcpo/StragglerMitigation-v0", "--agent", args.agent,
          "--set", f"rollout_steps={args.rollout}", "--set", "normalize_returns=false", "--state", state,
-         "--port", str(port), "--fsync", args.fsync, "--checkpoint-every", "10"],
+         "--port", str(port), "--fsync", args.fsync, "--checkpoint-every", "10",
+         *(shlex.split(args.server_args) if src is None else [])],
         stderr=subprocess.DEVNULL, env=env)
 
 
@@ -277,6 +280,9 @@ def main(argv=None) -> int:
     p.add_argument("--fsync", default="interval", choices=("always", "interval", "never"))
     p.add_argument("--base-src", default=None,
                    help="also measure a server run from this source tree (its src folder), row by row")
+    p.add_argument("--server-args", default="", metavar="ARGS",
+                   help="extra `lcpo serve` options for this tree's server (e.g. '--switch-interval 0.0002')")
+    p.add_argument("--rows", default=",".join(ROWS), help=f"rows to measure, of {','.join(ROWS)} (default all)")
     p.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
     args = p.parse_args(argv)
 
@@ -298,6 +304,7 @@ def main(argv=None) -> int:
         load = os.getloadavg()
         ports = [port for port, _ in servers.values()]
         plan = [(1, args.rate, 0), (8, args.rate, 0), (64, args.rate, 0), (64, None, 0), (256, None, 64)]
+        plan = [row for name, row in zip(ROWS, plan) if name in args.rows.split(",")]
         rows = []
         for k, (n, rate, batch) in enumerate(plan):
             order = list(servers.items())
@@ -315,7 +322,8 @@ def main(argv=None) -> int:
             proc.terminate()
         for _, proc in servers.values():
             proc.wait(timeout=120)
-    print(f"lcpo serve, {args.agent} on the straggler spaces (rollout {args.rollout}, fsync {args.fsync}), "
+    print(f"lcpo serve, {args.agent} on the straggler spaces (rollout {args.rollout}, fsync {args.fsync}"
+          f"{', this tree with ' + args.server_args if args.server_args else ''}), "
           f"{os.cpu_count()} CPUs, load average {load[0]:.1f} at start, {args.seconds:g} s per row\n")
     code_col = "| code " if len(servers) > 1 else ""
     print(f"{code_col}| streams | requests | target decisions/s | achieved decisions/s | p50 ms | p99 ms | max ms | "

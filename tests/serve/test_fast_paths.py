@@ -215,3 +215,73 @@ def test_published_snapshot_acts_as_the_agents_own_acting_path(agent, env_id):
         twin.observe(tr)
         obs = nxt
     assert len(versions) >= 9  # the comparison ran against many published policies
+
+
+def _http_exchange(port: int, request: bytes, expect_continue: bytes | None = None) -> bytes:
+    """Send ``request`` over a fresh connection and read the whole answer (``Content-Length`` framed); with
+    ``expect_continue``, send the head first, wait for ``100 Continue``, then send that body."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(request)
+        data = b""
+        if expect_continue is not None:
+            while b"\r\n\r\n" not in data:
+                data += s.recv(65536)
+            assert data.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), data
+            data = data[len(b"HTTP/1.1 100 Continue\r\n\r\n"):]
+            s.sendall(expect_continue)
+        while b"\r\n\r\n" not in data:
+            data += s.recv(65536)
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = 0 if request.startswith(b"HEAD ") else int(
+            next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+        while len(body) < length:
+            body += s.recv(65536)
+        return head + b"\r\n\r\n" + body
+
+
+def test_the_one_write_server_answers_get_head_post_and_expect_continue(tmp_path):
+    """A real uvicorn server with the CLI's settings answers every kind of exchange completely, including a HEAD
+    answer (a header block with no body write after it) and ``Expect: 100-continue`` (an interim header block
+    the client waits for): nothing stays held."""
+    pytest.importorskip("httptools")
+    import threading
+    import time
+
+    import uvicorn
+
+    from lcpo.serve.app import ServeConfig, Server, create_app
+    from lcpo.serve.http import http_protocol
+
+    server = Server(ServeConfig(agent="a2c", spec={"observation": {"size": 3}, "action": {"discrete": 2}},
+                                overrides={"rollout_steps": 8}, state_dir=str(tmp_path / "state")))
+    config = uvicorn.Config(create_app(server), host="127.0.0.1", port=0, log_level="warning", access_log=False,
+                            lifespan="on", http=http_protocol(), proxy_headers=False, server_header=False)
+    web = uvicorn.Server(config)
+    web.install_signal_handlers = lambda: None  # not the main thread
+    thread = threading.Thread(target=web.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not web.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.02)
+        port = web.servers[0].sockets[0].getsockname()[1]
+        got = _http_exchange(port, b"GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert got.startswith(b"HTTP/1.1 200") and json.loads(got.split(b"\r\n\r\n", 1)[1])["decisions"] == 0
+        got = _http_exchange(port, b"HEAD /v1/status HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert got.startswith(b"HTTP/1.1 200") and got.endswith(b"\r\n\r\n")
+        body = b'{"stream": "s", "obs": [0, 1, 2]}'
+        got = _http_exchange(port, b"POST /v1/step HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                   b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        assert got.startswith(b"HTTP/1.1 200") and json.loads(got.split(b"\r\n\r\n", 1)[1])["decision"] == "d0"
+        body = b'{"stream": "t", "obs": [0, 1, 2]}'
+        got = _http_exchange(port, b"POST /v1/step HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                   b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body), body)
+        assert got.startswith(b"HTTP/1.1 200") and json.loads(got.split(b"\r\n\r\n", 1)[1])["decision"] == "d1"
+        assert b"server:" not in got.lower()
+    finally:
+        web.should_exit = True
+        thread.join(timeout=60)
+        server.close()
