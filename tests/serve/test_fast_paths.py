@@ -285,3 +285,13 @@ def test_the_one_write_server_answers_get_head_post_and_expect_continue(tmp_path
         web.should_exit = True
         thread.join(timeout=60)
         server.close()
+
+
+def test_a_bad_switch_interval_is_refused_naming_the_value(tmp_path, capsys):
+    from lcpo.cli.main import main
+
+    (tmp_path / "spec.json").write_text(json.dumps({"observation": {"size": 2}, "action": {"discrete": 2}}))
+    rc = main(["serve", "--spec", str(tmp_path / "spec.json"), "--agent", "a2c", "--state", str(tmp_path / "state"),
+               "--switch-interval", "0"])
+    assert rc == 2 and "--switch-interval must be in [1e-06, 0.1] seconds, got 0.0" in capsys.readouterr().err
+    assert not (tmp_path / "state").exists()
