@@ -41,6 +41,7 @@ import asyncio
 import json
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -263,12 +264,14 @@ def _start(args, src: str | None, port: int) -> subprocess.Popen:
     if src is not None:
         env["PYTHONPATH"] = str(Path(src).resolve())
     state = tempfile.mkdtemp(prefix="lcpo-serve-bench-")
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "lcpo.cli.main", "serve", "--env", "lcpo/StragglerMitigation-v0", "--agent", args.agent,
          "--set", f"rollout_steps={args.rollout}", "--set", "normalize_returns=false", "--state", state,
          "--port", str(port), "--fsync", args.fsync, "--checkpoint-every", "10",
          *(shlex.split(args.server_args) if src is None else [])],
         stderr=subprocess.DEVNULL, env=env)
+    proc.state_dir = state  # removed once the server has exited
+    return proc
 
 
 def main(argv=None) -> int:
@@ -322,6 +325,7 @@ def main(argv=None) -> int:
             proc.terminate()
         for _, proc in servers.values():
             proc.wait(timeout=120)
+            shutil.rmtree(proc.state_dir, ignore_errors=True)
     print(f"lcpo serve, {args.agent} on the straggler spaces (rollout {args.rollout}, fsync {args.fsync}"
           f"{', this tree with ' + args.server_args if args.server_args else ''}), "
           f"{os.cpu_count()} CPUs, load average {load[0]:.1f} at start, {args.seconds:g} s per row\n")
