@@ -524,3 +524,125 @@ def test_trpo_population_seed_equals_solo_run_bit_for_bit():
     drive(other, [_env(), _env(scale=0.5), _env()], 2400, seeds)
     for k in (0, 2):
         assert_states_equal(pop.seed_state_dict(k), other.seed_state_dict(k))
+
+
+# -- PPO and LCPO-P --------------------------------------------------------------------------------------------
+PPO_KW = dict(hidden=(32, 32))
+
+
+@pytest.mark.parametrize("kw", [{}, {"minibatch_size": 64, "epochs": 6, "actor_lr": 3e-3}],
+                         ids=["full-batch", "minibatches"])
+def test_ppo_population_seed_equals_solo_run_bit_for_bit(kw):
+    """PPO population of seeds [0, 3, 7], 1,000 steps (5 updates): each seed's actions, rewards, diagnostics
+    (iterations, early stop, KL, clip fraction) and final state equal its solo run bit for bit, with the full-batch
+    default (seeds stop on KL after different numbers of iterations: the per-seed early stop is a mask) and with
+    64-state minibatches (each seed shuffles with its own ``buffer`` generator, only while it still steps). Why: the
+    reasons of the A2C test; the advantage statistics, surrogate, KL and stop test are per-seed arithmetic, and a
+    stopped seed leaves the active set without changing the others' kernels (batched products per row)."""
+    from lcpo.agents import PPO
+
+    kw = dict(PPO_KW, **kw)
+    seeds = [0, 3, 7]
+    pop = PPO.population(_env(), seeds, **kw)
+    totals, diags, acts = drive(pop, [_env() for _ in seeds], 1000, seeds)
+    iters = np.array([[d["train/iterations"] for d in ds] for ds in diags])  # (seeds, updates)
+    assert iters.shape == (3, 5) and pop.early_stops.sum() >= 2
+    assert any(len(set(col)) > 1 for col in iters.T)  # seeds stopped at different iterations in one update
+    for k, s in enumerate(seeds):
+        solo = PPO(_env(), seed=s, **kw)
+        t1, d1, a1 = drive(solo, [_env()], 1000, [s])
+        np.testing.assert_array_equal(a1[:, 0], acts[:, k])
+        assert t1[0] == totals[k] and d1[0] == diags[k]
+        assert_states_equal(solo.state_dict(), pop.seed_state_dict(k))
+
+
+def test_ppo_changing_one_seeds_env_leaves_the_others_bit_identical():
+    from lcpo.agents import PPO
+
+    kw = dict(PPO_KW, minibatch_size=100, epochs=4)
+    seeds = [0, 1, 2]
+    base = PPO.population(_env(), seeds, **kw)
+    drive(base, [_env() for _ in seeds], 600, seeds)
+    other = PPO.population(_env(), seeds, **kw)
+    drive(other, [_env(), _env(scale=0.5), _env()], 600, seeds)  # seed 1 in half the wind
+    for k in (0, 2):
+        assert_states_equal(base.seed_state_dict(k), other.seed_state_dict(k))
+    assert not torch.equal(base.actors.params[0][1], other.actors.params[0][1])
+
+
+def test_ppo_one_seeds_huge_gradient_and_early_stop_leave_another_seeds_update():
+    """Seed 1 sees rewards of 1e6 (no return normaliser: its gradients are huge and clipped) and observations
+    1,000 times larger (one Adam step moves its logits far: its KL crosses ``max_kl`` at the first step); seed 0
+    runs all its epochs, and its parameters, both Adams' step counts and its diagnostics equal its solo run's
+    exactly."""
+    from lcpo.agents import PPO
+    from lcpo.online.loop import Transition
+
+    kw = dict(PPO_KW, normalize_returns=False, normalize_advantages=False, rollout_steps=50, epochs=5)
+    env = _env()
+    pop = PPO.population(env, [0, 1], **kw)
+    solo = PPO(env, seed=0, **kw)
+    obs = np.random.default_rng(0).normal(size=(50, 2, 9)).astype(np.float32)
+    obs[:, 1] *= 1000.0
+    for t in range(50):
+        a = pop.act_batch(obs[t])
+        assert np.array_equal(solo.act(obs[t][0]), a[0])
+        r = np.array([-1.0 + 0.1 * (t % 3), 1e6 * (t % 2 - 0.5)])
+        out = pop.observe_batch(obs[t], a, r, obs[t], np.zeros(2, bool), np.zeros(2, bool), [{}, {}])
+        d0 = solo.observe(Transition(obs[t][0], a[0], float(r[0]), obs[t][0], False, False, {}))
+    assert out[0] == d0 and out[1]["train/iterations"] == 1.0 and out[1]["train/early_stop"] == 1.0
+    assert d0["train/iterations"] == 5.0 and d0["train/early_stop"] == 0.0
+    assert pop.actor_opt.steps.tolist() == [5, 1] and pop.critic_opt.steps.tolist() == [5, 1]
+    assert_states_equal(solo.state_dict(), pop.seed_state_dict(0))
+
+
+def test_ppo_solo_state_loads_into_a_slot_mid_rollout_and_continues_as_the_solo_run():
+    """A solo PPO run's state after 290 steps (mid-rollout, minibatches) loaded into slot 1: that slot updates at
+    other steps than slots 0 and 2 and continues exactly as the solo run; the population state round-trips."""
+    from lcpo.agents import PPO
+
+    kw = dict(PPO_KW, minibatch_size=64, epochs=3)
+    solo = PPO(_env(), seed=5, **kw)
+    drive(solo, [_env()], 290, [5])
+    pop = PPO.population(_env(), [0, 5, 2], **kw)
+    pop.load_seed_state_dict(1, solo.state_dict())
+    assert_states_equal(pop.seed_state_dict(1), solo.state_dict())
+    totals, diags, acts = drive(pop, [_env(), _env(), _env()], 500, [0, 11, 2])
+    t1, d1, a1 = drive(solo, [_env()], 500, [11])
+    np.testing.assert_array_equal(a1[:, 0], acts[:, 1])
+    assert d1[0] == diags[1] and len(diags[1]) == 2 and len(diags[0]) == 2
+    assert_states_equal(solo.state_dict(), pop.seed_state_dict(1))
+    twin = PPO.population(_env(), [0, 5, 2], **kw)
+    twin.load_state_dict(pop.state_dict())
+    assert_states_equal(twin.state_dict(), pop.state_dict())
+
+
+LCPOP_KW = dict(hidden=(32, 32), reservoir_size=2000, minibatch_size=100, epochs=8)
+
+
+def test_lcpo_p_population_seed_equals_solo_and_seeds_without_anchors_stay_plain_ppo():
+    """LCPO-P population of seeds [0, 1, 2], 1,600 steps on the windy Pendulum: seeds 0 and 2 take anchored
+    updates (the penalty term) while seed 1, in a wind-free copy of the trace, never finds anchors; in the same
+    updates. Every seed equals its solo run bit for bit (actions, diagnostics incl. ``train/kl_anchor``, state
+    incl. reservoir and detector), seeds 0 and 2 equal the population in which every seed has the wind, and seed
+    1's penalty term is absent (zero), not a small number."""
+    from lcpo.agents import LCPOP
+
+    seeds = [0, 1, 2]
+    windy = LCPOP.population(_env(), seeds, **LCPOP_KW)
+    drive(windy, [_env() for _ in seeds], 1600, seeds)
+    mixed = LCPOP.population(_env(), seeds, **LCPOP_KW)
+    envs = [_env(), _env(scale=0.0 + 1e-12), _env()]
+    totals, diags, acts = drive(mixed, envs, 1600, seeds)
+    assert mixed.constrained_updates[0] > 0 and mixed.constrained_updates[2] > 0
+    assert mixed.constrained_updates[1] == 0 and not any("train/kl_anchor" in d for d in diags[1])
+    both = [u for u in range(len(diags[0])) if diags[0][u]["train/constrained"] and not diags[1][u]["train/constrained"]]
+    assert both, "no update mixed anchored and plain seeds"
+    for k in (0, 2):
+        assert_states_equal(windy.seed_state_dict(k), mixed.seed_state_dict(k))
+    for k, s in enumerate(seeds):
+        solo = LCPOP(_env(), seed=s, **LCPOP_KW)
+        t1, d1, a1 = drive(solo, [_env(scale=0.0 + 1e-12) if k == 1 else _env()], 1600, [s])
+        np.testing.assert_array_equal(a1[:, 0], acts[:, k])
+        assert t1[0] == totals[k] and d1[0] == diags[k]
+        assert_states_equal(solo.state_dict(), mixed.seed_state_dict(k))
