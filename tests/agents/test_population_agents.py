@@ -530,13 +530,13 @@ def test_trpo_population_seed_equals_solo_run_bit_for_bit():
 PPO_KW = dict(hidden=(32, 32))
 
 
-@pytest.mark.parametrize("kw", [{}, {"minibatch_size": 64, "epochs": 6, "actor_lr": 3e-3}],
-                         ids=["full-batch", "minibatches"])
+@pytest.mark.parametrize("kw", [{"epochs": 12, "actor_lr": 2e-3},
+                                {"minibatch_size": 64, "epochs": 4, "actor_lr": 3e-3}], ids=["full-batch", "minibatches"])
 def test_ppo_population_seed_equals_solo_run_bit_for_bit(kw):
-    """PPO population of seeds [0, 3, 7], 1,000 steps (5 updates): each seed's actions, rewards, diagnostics
-    (iterations, early stop, KL, clip fraction) and final state equal its solo run bit for bit, with the full-batch
-    default (seeds stop on KL after different numbers of iterations: the per-seed early stop is a mask) and with
-    64-state minibatches (each seed shuffles with its own ``buffer`` generator, only while it still steps). Why: the
+    """PPO population of seeds [0, 3, 7], 600 steps (3 updates): each seed's actions, rewards, diagnostics
+    (iterations, early stop, KL, clip fraction) and final state equal its solo run bit for bit, with full-batch
+    epochs (a larger learning rate, so that seeds stop on KL after different numbers of iterations in the same
+    update: the per-seed early stop is a mask) and with 64-state minibatches (each seed shuffles with its own ``buffer`` generator, only while it still steps). Why: the
     reasons of the A2C test; the advantage statistics, surrogate, KL and stop test are per-seed arithmetic, and a
     stopped seed leaves the active set without changing the others' kernels (batched products per row)."""
     from lcpo.agents import PPO
@@ -544,13 +544,13 @@ def test_ppo_population_seed_equals_solo_run_bit_for_bit(kw):
     kw = dict(PPO_KW, **kw)
     seeds = [0, 3, 7]
     pop = PPO.population(_env(), seeds, **kw)
-    totals, diags, acts = drive(pop, [_env() for _ in seeds], 1000, seeds)
+    totals, diags, acts = drive(pop, [_env() for _ in seeds], 600, seeds)
     iters = np.array([[d["train/iterations"] for d in ds] for ds in diags])  # (seeds, updates)
-    assert iters.shape == (3, 5) and pop.early_stops.sum() >= 2
+    assert iters.shape == (3, 3) and pop.early_stops.sum() >= 2
     assert any(len(set(col)) > 1 for col in iters.T)  # seeds stopped at different iterations in one update
     for k, s in enumerate(seeds):
         solo = PPO(_env(), seed=s, **kw)
-        t1, d1, a1 = drive(solo, [_env()], 1000, [s])
+        t1, d1, a1 = drive(solo, [_env()], 600, [s])
         np.testing.assert_array_equal(a1[:, 0], acts[:, k])
         assert t1[0] == totals[k] and d1[0] == diags[k]
         assert_states_equal(solo.state_dict(), pop.seed_state_dict(k))
@@ -617,32 +617,27 @@ def test_ppo_solo_state_loads_into_a_slot_mid_rollout_and_continues_as_the_solo_
     assert_states_equal(twin.state_dict(), pop.state_dict())
 
 
-LCPOP_KW = dict(hidden=(32, 32), reservoir_size=2000, minibatch_size=100, epochs=8)
+LCPOP_KW = dict(hidden=(32, 32), reservoir_size=2000, minibatch_size=100, epochs=4)
 
 
 def test_lcpo_p_population_seed_equals_solo_and_seeds_without_anchors_stay_plain_ppo():
-    """LCPO-P population of seeds [0, 1, 2], 1,600 steps on the windy Pendulum: seeds 0 and 2 take anchored
-    updates (the penalty term) while seed 1, in a wind-free copy of the trace, never finds anchors; in the same
-    updates. Every seed equals its solo run bit for bit (actions, diagnostics incl. ``train/kl_anchor``, state
-    incl. reservoir and detector), seeds 0 and 2 equal the population in which every seed has the wind, and seed
-    1's penalty term is absent (zero), not a small number."""
+    """LCPO-P population of seeds [0, 1, 2], 1,200 steps on the windy Pendulum: seeds 0 and 2 take anchored
+    updates (the penalty term) while seed 1, in a wind-free copy of the trace, never finds anchors, in the same
+    updates. Every seed equals its solo run bit for bit (actions, rewards, diagnostics incl. ``train/kl_anchor``,
+    state incl. reservoir and detector): the anchored seeds are not disturbed by a plain one and the plain seed's
+    penalty is absent (exactly zero), not a small number."""
     from lcpo.agents import LCPOP
 
     seeds = [0, 1, 2]
-    windy = LCPOP.population(_env(), seeds, **LCPOP_KW)
-    drive(windy, [_env() for _ in seeds], 1600, seeds)
     mixed = LCPOP.population(_env(), seeds, **LCPOP_KW)
     envs = [_env(), _env(scale=0.0 + 1e-12), _env()]
-    totals, diags, acts = drive(mixed, envs, 1600, seeds)
+    totals, diags, acts = drive(mixed, envs, 1200, seeds)
     assert mixed.constrained_updates[0] > 0 and mixed.constrained_updates[2] > 0
     assert mixed.constrained_updates[1] == 0 and not any("train/kl_anchor" in d for d in diags[1])
-    both = [u for u in range(len(diags[0])) if diags[0][u]["train/constrained"] and not diags[1][u]["train/constrained"]]
-    assert both, "no update mixed anchored and plain seeds"
-    for k in (0, 2):
-        assert_states_equal(windy.seed_state_dict(k), mixed.seed_state_dict(k))
+    assert any(d0["train/constrained"] and not d1["train/constrained"] for d0, d1 in zip(diags[0], diags[1]))
     for k, s in enumerate(seeds):
         solo = LCPOP(_env(), seed=s, **LCPOP_KW)
-        t1, d1, a1 = drive(solo, [_env(scale=0.0 + 1e-12) if k == 1 else _env()], 1600, [s])
+        t1, d1, a1 = drive(solo, [_env(scale=0.0 + 1e-12) if k == 1 else _env()], 1200, [s])
         np.testing.assert_array_equal(a1[:, 0], acts[:, k])
         assert t1[0] == totals[k] and d1[0] == diags[k]
         assert_states_equal(solo.state_dict(), mixed.seed_state_dict(k))
