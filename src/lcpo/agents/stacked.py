@@ -216,35 +216,54 @@ class SeedAdam:
 
     @torch.no_grad()
     def step(self, mask: np.ndarray | None = None) -> None:
-        """One Adam step of the seeds in ``mask`` (``(N,)`` bool; None: all); the others are untouched."""
+        """One Adam step of the seeds in ``mask`` (``(N,)`` bool; None: all); the others are untouched.
+
+        All stepping seeds are updated in one pass whatever their step counts: with equal counts the bias
+        corrections are ``torch.optim.Adam``'s Python scalars; with unequal counts (PPO's per-seed early stop, LCPO's
+        actor stepping only without anchors) each seed's scalars, computed the same way in double precision, are
+        a float32 column broadcast over its rows, which is the value the kernels use for a Python scalar (cast to
+        the tensor's dtype) in the same operations (``addcdiv_``'s ``param + (value * m) / denom`` spelled out), so
+        each seed's update is still bit for bit ``torch.optim.Adam``'s.
+        """
         active = np.ones(self.n, bool) if mask is None else np.asarray(mask, bool)
+        if not active.any():
+            return
         beta1, beta2 = self.betas
-        before = self.steps.copy()
-        for count in np.unique(before[active]):
-            sel = active & (before == count)
-            whole = bool(sel.all())
-            idx = None if whole else torch.from_numpy(np.flatnonzero(sel))
-            step = int(count) + 1
-            bias_correction1 = 1 - beta1 ** step
-            bias_correction2 = 1 - beta2 ** step
-            step_size = self.lr / bias_correction1
-            bias_correction2_sqrt = bias_correction2 ** 0.5
-            for P, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
-                if P.grad is None:
-                    continue
-                if whole:
-                    param, grad, exp_avg, exp_avg_sq = P.data, P.grad, m, v
-                else:
-                    param, grad, exp_avg, exp_avg_sq = P.data[idx], P.grad[idx], m[idx], v[idx]
-                if self.weight_decay != 0:
-                    grad = grad.add(param, alpha=self.weight_decay)
-                exp_avg.lerp_(grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        whole = bool(active.all())
+        dev = self.params[0].device
+        idx = None if whole else torch.from_numpy(np.flatnonzero(active)).to(dev)
+        counts = self.steps[active] + 1
+        uniform = bool((counts == counts[0]).all())
+        if uniform:
+            step = int(counts[0])
+            neg_step_size = -(self.lr / (1 - beta1 ** step))
+            bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+        else:
+            neg_step_size = torch.tensor([-(self.lr / (1 - beta1 ** int(c))) for c in counts],
+                                         dtype=self.params[0].dtype, device=dev)
+            bias_correction2_sqrt = torch.tensor([(1 - beta2 ** int(c)) ** 0.5 for c in counts],
+                                                 dtype=self.params[0].dtype, device=dev)
+        for P, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
+            if P.grad is None:
+                continue
+            if whole:
+                param, grad, exp_avg, exp_avg_sq = P.data, P.grad, m, v
+            else:
+                param, grad, exp_avg, exp_avg_sq = P.data[idx], P.grad[idx], m[idx], v[idx]
+            if self.weight_decay != 0:
+                grad = grad.add(param, alpha=self.weight_decay)
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            if uniform:
                 denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.eps)
-                param.addcdiv_(exp_avg, denom, value=-step_size)
-                if not whole:
-                    P.data[idx], m[idx], v[idx] = param, exp_avg, exp_avg_sq
-            self.steps[sel] += 1
+                param.addcdiv_(exp_avg, denom, value=neg_step_size)
+            else:
+                col = (-1,) + (1,) * (param.dim() - 1)
+                denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt.view(col)).add_(self.eps)
+                param.add_((exp_avg * neg_step_size.view(col)).div_(denom))
+            if not whole:
+                P.data[idx], m[idx], v[idx] = param, exp_avg, exp_avg_sq
+        self.steps[active] += 1
 
     # -- one seed in torch.optim.Adam's state_dict format ------------------------------------------------
     def seed_state_dict(self, k: int) -> dict:
