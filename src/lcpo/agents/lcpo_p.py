@@ -183,16 +183,16 @@ class LCPOP(PPO):
         where = np.full(len(idx), -1, dtype=np.int64)
         where[con] = np.arange(len(con))  # position j in idx -> row of the anchor tensors
 
-        def term(js: np.ndarray) -> torch.Tensor | None:
+        def term(js: np.ndarray, log_probs) -> torch.Tensor | None:
             at = where[js]
-            have = np.flatnonzero(at >= 0)  # the active seeds with anchors
-            if have.size == 0:
+            if (at < 0).all():  # no active seed has anchors
                 return None
-            a = torch.from_numpy(at[have])
-            slots = np.asarray(idx)[js[have]]
-            ce = anchor_cross_entropy(logp_anchor_old[a], self.actors.log_probs(anchor_obs[a],
-                                                                             self._sel(slots, self.n_seeds)))
-            return torch.zeros(len(js), dtype=ce.dtype).index_add(0, torch.from_numpy(have), kappa * ce)
+            dev = anchor_obs.device
+            have = torch.from_numpy(np.flatnonzero(at >= 0)).to(dev)
+            # every active seed's actors run (the working set's rows); the rows without anchors are dropped
+            a = torch.from_numpy(np.where(at >= 0, at, 0)).to(dev)
+            ce = anchor_cross_entropy(logp_anchor_old[a[have]], log_probs(anchor_obs[a])[have])
+            return torch.zeros(len(js), dtype=ce.dtype, device=dev).index_add(0, have, kappa * ce)
 
         return term
 

@@ -36,6 +36,8 @@ import torch
 from lcpo.agents.base import OnPolicyHyperparameters
 from lcpo.agents.batched import BatchOnPolicyAgent
 from lcpo.agents.nets import CategoricalPolicy
+from lcpo.agents.stacked import clip_grad_norm_per_seed
+from lcpo.numerics.finite import OVERFLOW_HINT, check_finite
 
 __all__ = ["PPO", "PPOHyperparameters", "clipped_surrogate", "normalize_advantages"]
 
@@ -144,9 +146,10 @@ class PPOHyperparameters(OnPolicyHyperparameters):
     entropy_coef: float = 0.0
 
 
-#: a subclass's extra actor-loss term: ``term(js)`` for the active positions ``js`` ((m,) int64, positions in the
-#: update's ``idx``) returns their ``(m,)`` loss terms (zero where a seed has none), or None for none at all.
-ExtraLoss = Callable[[np.ndarray], "torch.Tensor | None"]
+#: a subclass's extra actor-loss term: ``term(js, log_probs)`` for the active positions ``js`` ((m,) int64, positions
+#: in the update's ``idx``), whose current actors give ``log_probs(x (m, B, obs_dim)) -> (m, B, D, K)``, returns
+#: their ``(m,)`` loss terms (zero where a seed has none), or None for none at all.
+ExtraLoss = Callable[[np.ndarray, Callable[[torch.Tensor], torch.Tensor]], "torch.Tensor | None"]
 
 
 class PPO(BatchOnPolicyAgent):
@@ -200,26 +203,39 @@ class PPO(BatchOnPolicyAgent):
     # -- the update -----------------------------------------------------------------------------------------
     def update(self, idx: np.ndarray) -> list[dict]:
         """Up to ``epochs`` passes of minibatch steps with a per-seed early stop on KL, for the full rollout
-        batches of the seed slots ``idx`` (``(n,)`` int64); one diagnostics dict per slot."""
+        batches of the seed slots ``idx`` (``(n,)`` int64); one diagnostics dict per slot.
+
+        The seeds still stepping form a working set (:meth:`_working`): the stacks themselves while every seed of
+        the population steps, else (plain MLPs) compact copies of those seeds' rows, parameters and Adam state,
+        written back when the set shrinks and at the end, so that a step costs what its seeds cost. With
+        full-batch steps (``minibatch_size >= rollout_steps``) the forward pass that measures the KL after a
+        step is also the next step's forward pass (the actor has not moved in between; its graph is kept).
+        """
         hp = self.hp
         b = self._batch(idx)
         obs, actions, adv, mask, ret = b["obs"], b["actions"], b["adv"], b["mask"], b["ret"]
+        dev = obs.device
         if hp.normalize_advantages:
             adv = normalize_advantages(adv, mask)  # per seed, statistics of the loss's (unforced) steps only
         n, T = adv.shape
-        with torch.no_grad():
-            logp_old_all = self.actors.log_probs(obs, b["sel"])
-            logp_old = CategoricalPolicy.log_prob_of(logp_old_all, actions)
+        mb = min(hp.minibatch_size, T)
+        full = mb == T
+        idx = np.asarray(idx)
+        active = np.ones(n, dtype=bool)
+        w = self._working(idx)
+        with torch.set_grad_enabled(full):  # full batch: also the first step's forward pass
+            first = self._w_log_probs(w, obs)
+        logp_old_all = first.detach()
+        logp_old = CategoricalPolicy.log_prob_of(logp_old_all, actions)
+        fwd = first if full else None  # log-probs with graph at the working set's current actor
         diags: list[dict] = [{} for _ in range(n)]
         extra = self._extra_loss(idx, b, diags)
-        mb = min(hp.minibatch_size, T)
-        active = np.ones(n, dtype=bool)
         steps = np.zeros(n, dtype=np.int64)
         kl = np.zeros(n)
         value_loss = np.zeros(n)
         policy_loss = np.zeros(n)
-        perm = np.zeros((n, T), dtype=np.int64) if mb < T else None
-        cur = None  # the active set's tensors, rebuilt when a seed stops
+        perm = None if full else np.zeros((n, T), dtype=np.int64)
+        cur = self._active_view(np.arange(n), obs, actions, adv, mask, ret, logp_old, logp_old_all)
         for _ in range(hp.epochs):
             if not active.any():
                 break
@@ -227,37 +243,47 @@ class PPO(BatchOnPolicyAgent):
                 for j in np.flatnonzero(active):
                     perm[j] = self.seed_rngs[int(idx[j])]["buffer"].permutation(T)
             for start in range(0, T, mb):
-                if cur is None:
-                    cur = self._active_view(np.flatnonzero(active), idx, obs, actions, adv, mask, ret, logp_old,
-                                            logp_old_all)
+                if cur is None:  # the active set shrank: a new working set of the seeds still stepping
+                    self._release(w)
+                    js = np.flatnonzero(active)
+                    w = self._working(idx[js])
+                    cur = self._active_view(js, obs, actions, adv, mask, ret, logp_old, logp_old_all)
+                    fwd = None
                 js, sub = cur["js"], cur
                 if perm is not None:
-                    cols = torch.from_numpy(perm[js, start:start + mb])
-                    rows = torch.arange(len(js)).unsqueeze(1)
+                    cols = torch.from_numpy(perm[js, start:start + mb]).to(dev)
+                    rows = torch.arange(len(js), device=dev).unsqueeze(1)
                     sub = {k: cur[k][rows, cols] for k in ("obs", "actions", "adv", "mask", "ret", "logp_old")}
-                value_loss[js] = self._critic_step({"obs": sub["obs"], "ret": sub["ret"], "sel": cur["sel"],
-                                                    "idx": cur["rows"]})
-                logp_all = self.actors.log_probs(sub["obs"], cur["sel"])
+                v = self._w_values(w, sub["obs"])
+                closs = ((v - sub["ret"]) ** 2).mean(dim=1)
+                check_finite("critic loss", closs.detach(), "at the update", OVERFLOW_HINT)
+                self._w_step(w, "critic", closs)
+                value_loss[js] = closs.detach().cpu().numpy()
+                logp_all = fwd if fwd is not None else self._w_log_probs(w, sub["obs"])
                 logp = CategoricalPolicy.log_prob_of(logp_all, sub["actions"])
                 loss = clipped_surrogate(logp, sub["logp_old"], sub["adv"], hp.clip, sub["mask"])
-                policy_loss[js] = loss.detach().numpy()
+                policy_loss[js] = loss.detach().cpu().numpy()
                 if hp.entropy_coef:
                     loss = loss - hp.entropy_coef * CategoricalPolicy.entropy_of(logp_all).mean(dim=1)
                 if extra is not None:
-                    term = extra(js)
+                    term = extra(js, lambda x, w=w: self._w_log_probs(w, x))
                     if term is not None:
                         loss = loss + term
-                self._actor_step(loss, {"sel": cur["sel"], "idx": cur["rows"]})
+                self._w_step(w, "actor", loss)
                 steps[js] += 1
+                with torch.set_grad_enabled(full):
+                    now = self._w_log_probs(w, cur["obs"])
+                fwd = now if full else None
                 with torch.no_grad():
-                    now = CategoricalPolicy.kl(cur["logp_old_all"], self.actors.log_probs(cur["obs"], cur["sel"]))
-                    kl[js] = now.mean(dim=1).double().numpy()
+                    kl[js] = CategoricalPolicy.kl(cur["logp_old_all"], now.detach()).mean(dim=1).double().cpu().numpy()
                 crossed = kl[js] > hp.max_kl
                 if crossed.any():
                     active[js[crossed]] = False
                     cur = None
                     if not active.any():
                         break
+        fwd = None
+        self._release(w)
         stopped = ~active
         self.seed_early_stops[idx] += stopped
         with torch.no_grad():
@@ -274,18 +300,66 @@ class PPO(BatchOnPolicyAgent):
         self._after_update(idx, b, diags)
         return diags
 
-    def _active_view(self, js, idx, obs, actions, adv, mask, ret, logp_old, logp_old_all) -> dict:
-        """The rows ``js`` (positions in ``idx``) of the update's tensors, their seed slots and stack selector."""
-        n = len(idx)
-        rows = np.asarray(idx)[js]
-        pos = None if len(js) == n else torch.from_numpy(js)
+    @staticmethod
+    def _active_view(js, obs, actions, adv, mask, ret, logp_old, logp_old_all) -> dict:
+        """The rows ``js`` (positions in the update's ``idx``) of the update's tensors."""
+        pos = None if len(js) == obs.shape[0] else torch.from_numpy(js).to(obs.device)
 
         def pick(t):
             return t if pos is None else t[pos]
 
-        return {"js": js, "rows": rows, "sel": self._sel(rows, self.n_seeds), "obs": pick(obs),
-                "actions": pick(actions), "adv": pick(adv), "mask": pick(mask), "ret": pick(ret),
-                "logp_old": pick(logp_old), "logp_old_all": pick(logp_old_all)}
+        return {"js": js, "obs": pick(obs), "actions": pick(actions), "adv": pick(adv), "mask": pick(mask),
+                "ret": pick(ret), "logp_old": pick(logp_old), "logp_old_all": pick(logp_old_all)}
+
+    # -- the working set: the seeds that step --------------------------------------------------------------
+    def _working(self, rows: np.ndarray) -> dict:
+        """The working set of the seed slots ``rows`` (sorted): the whole stacks (all N seeds), compact copies of
+        their rows (plain MLPs: parameters and Adam state, :meth:`lcpo.agents.stacked.SeedAdam.subset`), or the
+        whole stacks indexed by a selector (other networks, whose members' modules are views of the stacks)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        w = {"rows": rows, "compact": False, "sel": self._sel(rows, self.n_seeds),
+             "mask": self._mask_of(rows)}
+        if w["sel"] is None or not (self.actors.batched and self.critics.batched):
+            return w
+        t = w["sel"]
+        for name, stack, opt in (("actor", self.actors, self.actor_opt), ("critic", self.critics, self.critic_opt)):
+            params = [torch.nn.Parameter(P.detach()[t]) for P in stack.params]  # advanced indexing copies
+            w[name] = (params, opt.subset(rows, params))
+        w.update(compact=True, sel=None, mask=None, index=t)
+        return w
+
+    def _release(self, w: dict) -> None:
+        """Write a compact working set's parameters and Adam state back into the stacks (else nothing)."""
+        if not w["compact"]:
+            return
+        with torch.no_grad():
+            for name, stack, opt in (("actor", self.actors, self.actor_opt), ("critic", self.critics, self.critic_opt)):
+                params, sub = w[name]
+                for P, Q in zip(stack.params, params):
+                    P.data[w["index"]] = Q.data
+                opt.merge(w["rows"], sub)
+
+    def _w_log_probs(self, w: dict, x: torch.Tensor) -> torch.Tensor:
+        """``(m, B, D, K)`` log-probabilities of the working set's actors on ``x (m, B, obs_dim)``."""
+        return self.actors.log_probs(x, w["sel"], w["actor"][0] if w["compact"] else None)
+
+    def _w_values(self, w: dict, x: torch.Tensor) -> torch.Tensor:
+        """``(m, B)`` values of the working set's critics on ``x (m, B, obs_dim)``."""
+        return self.critics(x, w["sel"], w["critic"][0] if w["compact"] else None)
+
+    def _w_step(self, w: dict, name: str, loss: torch.Tensor) -> None:
+        """One per-seed Adam step (per-seed clip) of the working set's ``"actor"`` or ``"critic"`` on ``loss (m,)``."""
+        if w["compact"]:
+            params, opt = w[name]
+        elif name == "actor":
+            params, opt = self.actors.params, self.actor_opt
+        else:
+            params, opt = self.critics.params, self.critic_opt
+        for p in params:
+            p.grad = None
+        loss.sum().backward()
+        clip_grad_norm_per_seed(params, self.hp.max_grad_norm, w["sel"])
+        opt.step(w["mask"])
 
     # -- persistence -----------------------------------------------------------------------------------
     def seed_state_dict(self, k: int) -> dict:
