@@ -530,15 +530,16 @@ def test_trpo_population_seed_equals_solo_run_bit_for_bit():
 PPO_KW = dict(hidden=(32, 32))
 
 
-@pytest.mark.parametrize("kw", [{"epochs": 12, "actor_lr": 2e-3},
-                                {"minibatch_size": 64, "epochs": 4, "actor_lr": 3e-3}], ids=["full-batch", "minibatches"])
+@pytest.mark.parametrize("kw", [dict(epochs=12, actor_lr=2e-3), dict(minibatch_size=64, epochs=4, actor_lr=3e-3)],
+                         ids=["full-batch", "minibatches"])
 def test_ppo_population_seed_equals_solo_run_bit_for_bit(kw):
     """PPO population of seeds [0, 3, 7], 600 steps (3 updates): each seed's actions, rewards, diagnostics
     (iterations, early stop, KL, clip fraction) and final state equal its solo run bit for bit, with full-batch
     epochs (a larger learning rate, so that seeds stop on KL after different numbers of iterations in the same
-    update: the per-seed early stop is a mask) and with 64-state minibatches (each seed shuffles with its own ``buffer`` generator, only while it still steps). Why: the
-    reasons of the A2C test; the advantage statistics, surrogate, KL and stop test are per-seed arithmetic, and a
-    stopped seed leaves the active set without changing the others' kernels (batched products per row)."""
+    update: the per-seed early stop is a mask) and with 64-state minibatches (each seed shuffles with its own
+    ``buffer`` generator, only while it still steps). Why: the reasons of the A2C test; the advantage statistics,
+    surrogate, KL and stop test are per-seed arithmetic, and the seeds still stepping run as compact copies of
+    their rows (the same kernels per row, the same Adam arithmetic) written back when a seed stops."""
     from lcpo.agents import PPO
 
     kw = dict(PPO_KW, **kw)
