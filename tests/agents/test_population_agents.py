@@ -642,3 +642,78 @@ def test_lcpo_p_population_seed_equals_solo_and_seeds_without_anchors_stay_plain
         np.testing.assert_array_equal(a1[:, 0], acts[:, k])
         assert t1[0] == totals[k] and d1[0] == diags[k]
         assert_states_equal(solo.state_dict(), mixed.seed_state_dict(k))
+
+
+def test_ppo_population_of_one_is_the_pre_seed_axis_ppo():
+    """``PPO(env, seed)`` against the PPO before the seed axis (``nn.Module`` actor and critic, ``torch.optim.Adam``,
+    ``clip_grad_norm_``, ``torch.log_softmax``, rebuilt here on :class:`OnPolicyAgent`) fed the same transitions,
+    resynchronised to the new agent's state after every update so that each update is compared from the same
+    start: the same number of iterations and the same early-stop decision every update, and parameters within
+    1e-6 relative (+1e-7 absolute) after each update of up to 30 Adam steps (not bitwise: batched GEMMs,
+    ``logsumexp`` and the row-wise reductions round differently)."""
+    from lcpo.agents import PPO
+    from lcpo.agents.base import OnPolicyAgent
+    from lcpo.agents.nets import CategoricalPolicy
+    from lcpo.agents.ppo import clipped_surrogate
+    from lcpo.online.loop import Transition
+
+    class OldPPO(OnPolicyAgent):
+        name = "ppo"
+        Hyperparameters = PPO.Hyperparameters
+
+        def __init__(self, env, seed=0, **kw):
+            super().__init__(env, seed, **kw)
+            self.early_stops = 0
+
+        def update(self):
+            hp = self.hp
+            b = self._batch()
+            obs, actions, adv, mask, ret = b["obs"], b["actions"], b["adv"], b["mask"], b["ret"]
+            a = adv[mask > 0]
+            adv = torch.where(mask > 0, (adv - a.mean()) / (a.std() + 1e-8), torch.zeros(()))
+            with torch.no_grad():
+                logp_old_all = self.actor.log_probs(obs)
+                logp_old = CategoricalPolicy.log_prob_of(logp_old_all, actions)
+            steps, stopped = 0, False
+            for _ in range(hp.epochs):
+                self._critic_step(obs, ret)
+                logp = CategoricalPolicy.log_prob_of(self.actor.log_probs(obs), actions)
+                loss = clipped_surrogate(logp, logp_old, adv, hp.clip, mask)
+                self.actor_opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.actor.parameters(), hp.max_grad_norm)
+                self.actor_opt.step()
+                steps += 1
+                with torch.no_grad():
+                    kl = float(CategoricalPolicy.kl(logp_old_all, self.actor.log_probs(obs)).mean())
+                if kl > hp.max_kl:
+                    stopped = True
+                    break
+            self.early_stops += int(stopped)
+            return {"train/iterations": float(steps), "train/early_stop": float(stopped), "train/kl": kl}
+
+        def load_state_dict(self, state):
+            super().load_state_dict(state)
+            self.early_stops = int(state["early_stops"])
+
+    env = _env()
+    new, old = PPO(env, seed=4, **PPO_KW), OldPPO(env, seed=4, **PPO_KW)
+    e = _env()
+    obs, _ = e.reset(seed=4)
+    compared = 0
+    for t in range(1200):
+        a = new.act(obs)
+        nxt, r, term, trunc, info = e.step(a)
+        tr = Transition(obs, a, float(r), nxt, term, trunc, info)
+        d_new, d_old = new.observe(tr), old.observe(tr)
+        if d_new is not None:
+            assert (d_new["train/iterations"], d_new["train/early_stop"]) == \
+                (d_old["train/iterations"], d_old["train/early_stop"]), t
+            assert d_new["train/kl"] == pytest.approx(d_old["train/kl"], rel=1e-3)
+            for net in ("actor", "critic"):
+                for (name, p), q in zip(getattr(old, net).named_parameters(), getattr(new, net).parameters()):
+                    torch.testing.assert_close(q, p, rtol=1e-6, atol=1e-7, msg=f"{net}.{name} at step {t}")
+            old.load_state_dict(new.state_dict())  # the next update starts from the same state
+            compared += 1
+        obs = e.reset()[0] if term or trunc else nxt
+    assert compared == 6 and new.early_stops > 0
