@@ -11,8 +11,8 @@ Modes:
 
 - ``single``: today's single agent, ``agent.act(obs)`` / ``agent.observe(Transition)`` per step (N = 1). Works
   against any lcpo tree, e.g. ``PYTHONPATH=/work/main/src`` for the code before the seed axis;
-- ``population`` (``--anchors``: LCPO's reservoirs pre-filled with 2,000 strong-wind states, so that every
-  update takes the constrained step, the worst case): ``lcpo.agents.population.make_population(name, env, range(N))`` stepped with
+- ``population`` (``--anchors``: LCPO's and LCPO-P's reservoirs pre-filled with 2,000 strong-wind states, so that
+  every update takes the constrained step or the anchor penalty, the worst case): ``lcpo.agents.population.make_population(name, env, range(N))`` stepped with
   ``act_batch`` / ``observe_batch`` (batch-native where ``BATCH_NATIVE`` lists the agent, else the generic
   loop).
 
@@ -238,7 +238,7 @@ def main(argv=None) -> None:
     p.add_argument("--modes", nargs="+", default=["single", "population"], choices=["single", "population"])
     p.add_argument("--fvp", action="store_true", help="also measure the Fisher-vector product's GFLOP/s")
     p.add_argument("--anchors", action="store_true",
-                   help="pre-fill LCPO's reservoirs with OOD states so that every update is constrained")
+                   help="pre-fill LCPO's and LCPO-P's reservoirs with OOD states so that every update is constrained")
     p.add_argument("--cpu-time", action="store_true", help="time with the process's CPU time, not wall time")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
