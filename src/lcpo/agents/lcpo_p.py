@@ -175,7 +175,7 @@ class LCPOP(PPO):
         con = np.array([j for j, _ in found], dtype=np.int64)
         rows = np.asarray(idx)[con]
         self.seed_constrained_updates[rows] += 1
-        anchor_obs = torch.from_numpy(np.stack([a for _, a in found]))
+        anchor_obs = torch.from_numpy(np.stack([a for _, a in found])).to(batch["obs"].device)
         with torch.no_grad():
             logp_anchor_old = self.actors.log_probs(anchor_obs, self._sel(rows, self.n_seeds))
         self._anchor = (con, anchor_obs, logp_anchor_old)
