@@ -701,7 +701,7 @@ def test_ppo_population_of_one_is_the_pre_seed_axis_ppo():
     e = _env()
     obs, _ = e.reset(seed=4)
     compared = 0
-    for t in range(1200):
+    for t in range(800):
         a = new.act(obs)
         nxt, r, term, trunc, info = e.step(a)
         tr = Transition(obs, a, float(r), nxt, term, trunc, info)
@@ -716,4 +716,4 @@ def test_ppo_population_of_one_is_the_pre_seed_axis_ppo():
             old.load_state_dict(new.state_dict())  # the next update starts from the same state
             compared += 1
         obs = e.reset()[0] if term or trunc else nxt
-    assert compared == 6 and new.early_stops > 0
+    assert compared == 4 and new.early_stops > 0
