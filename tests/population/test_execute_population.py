@@ -304,6 +304,8 @@ def test_batch_native_population_folders_equal_the_solo_runs(tmp_path, monkeypat
         where = {"env": "lcpo/TrapGrid-v0", "trace": None, "trace_length": None, "reset": "end", "overrides": {}}
     elif agent.startswith("lcpo"):  # a strong, short trace: OOD anchors and constrained updates within the run
         where = {"trace": "wind-1", "trace_length": 2000, "steps": 1000, "overrides": {"reservoir_size": 1000}}
+    if agent in ("ppo", "lcpo-p"):  # fewer PPO epochs (default 30): the same code path, less time
+        where["overrides"] = {**where["overrides"], "epochs": 6, "minibatch_size": 100}
     cfgs = [_cfg(agent, s, probe_every=200, **where) for s in (0, 1, 2)]
     pops = execute_population(cfgs, [tmp_path / f"pop{s}" for s in (0, 1, 2)])
     assert all(p["population"]["batch_native"] for p in pops)

@@ -101,21 +101,28 @@ class SeedStack:
     def _rows(self, idx):
         return self.params if idx is None else [P[idx] for P in self.params]
 
-    def forward(self, x: torch.Tensor, idx=None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, idx=None, params: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
         """Forward pass of every seed (or the seeds ``idx``, a ``(n,)`` int64 tensor) on its own batch.
 
         Args:
             x: ``(n, B, obs_dim)`` float32, seed ``i``'s inputs at ``x[i]``.
             idx: None (all N seeds) or the seed indices the rows of ``x`` belong to.
+            params: optional stacked parameters ``(n, *shape)`` to use instead of the stack's own rows (e.g. a
+                compact copy of some seeds' rows, stepped apart and written back; batched stacks only).
 
         Returns:
             ``(n, B, D, K)`` logits (policy), ``(n, B)`` values (value network), or the stacked outputs.
+
+        Raises:
+            ValueError: if ``params`` is given for a stack that is not batched.
         """
         n, B = x.shape[0], x.shape[1]
         if not self.batched:
+            if params is not None:
+                raise ValueError("SeedStack.forward: params= needs a batched (plain MLP) stack")
             seeds = range(self.n) if idx is None else idx.tolist()
             return torch.stack([self.members[k](x[j]) for j, k in enumerate(seeds)])
-        params = self._rows(idx)
+        params = self._rows(idx) if params is None else params
         h = x
         last = len(self.layers) - 1
         for i, (wi, bi) in enumerate(self.layers):
@@ -125,7 +132,7 @@ class SeedStack:
             else:
                 h = torch.baddbmm(params[bi].unsqueeze(1), h, W.transpose(1, 2))
             if i < last:
-                h = torch.relu(h)
+                h = torch.relu_(h)  # in place: the product is a fresh tensor its backward does not need
         if self.kind == "policy":
             t = self.members[0]
             return h.view(n, B, t.dims, t.bins)
@@ -133,11 +140,17 @@ class SeedStack:
 
     __call__ = forward
 
-    def log_probs(self, x: torch.Tensor, idx=None) -> torch.Tensor:
-        """``(n, B, D, K)`` log-probabilities of a policy stack (:func:`lcpo.numerics.categorical.log_probs`)."""
-        from lcpo.numerics import categorical
+    def log_probs(self, x: torch.Tensor, idx=None, params: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
+        """``(n, B, D, K)`` log-probabilities of a policy stack: ``z - logsumexp(z)`` over the ``K`` bins of the
+        logits ``z``.
 
-        return categorical.log_probs(self.forward(x, idx))
+        The same values as :func:`lcpo.numerics.categorical.log_probs` (``log_softmax``) up to float32 rounding, and
+        the same exact ``-inf`` for a ``-inf`` logit (finite gradients); spelled with ``logsumexp`` because
+        ``torch.log_softmax``'s CPU kernel over a last axis of 15 bins is several times slower (forward and
+        backward) at the thousands of rows of a population's batch (issue 26; PPO at N = 16).
+        """
+        z = self.forward(x, idx, params)
+        return z - torch.logsumexp(z, dim=-1, keepdim=True)
 
 
 def _grad_to_stack(P: nn.Parameter, k: int):
@@ -221,35 +234,83 @@ class SeedAdam:
 
     @torch.no_grad()
     def step(self, mask: np.ndarray | None = None) -> None:
-        """One Adam step of the seeds in ``mask`` (``(N,)`` bool; None: all); the others are untouched."""
+        """One Adam step of the seeds in ``mask`` (``(N,)`` bool; None: all); the others are untouched.
+
+        All stepping seeds are updated in one pass whatever their step counts: with equal counts the bias
+        corrections are ``torch.optim.Adam``'s Python scalars; with unequal counts (PPO's per-seed early stop, LCPO's
+        actor stepping only without anchors) each seed's scalars, computed the same way in double precision, are
+        a float32 column broadcast over its rows, which is the value the kernels use for a Python scalar (cast to
+        the tensor's dtype) in the same operations (``addcdiv_``'s ``param + (value * m) / denom`` spelled out), so
+        each seed's update is still bit for bit ``torch.optim.Adam``'s.
+        """
         active = np.ones(self.n, bool) if mask is None else np.asarray(mask, bool)
+        if not active.any():
+            return
         beta1, beta2 = self.betas
-        before = self.steps.copy()
-        for count in np.unique(before[active]):
-            sel = active & (before == count)
-            whole = bool(sel.all())
-            idx = None if whole else torch.from_numpy(np.flatnonzero(sel)).to(self.params[0].device)
-            step = int(count) + 1
-            bias_correction1 = 1 - beta1 ** step
-            bias_correction2 = 1 - beta2 ** step
-            step_size = self.lr / bias_correction1
-            bias_correction2_sqrt = bias_correction2 ** 0.5
-            for P, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
-                if P.grad is None:
-                    continue
-                if whole:
-                    param, grad, exp_avg, exp_avg_sq = P.data, P.grad, m, v
-                else:
-                    param, grad, exp_avg, exp_avg_sq = P.data[idx], P.grad[idx], m[idx], v[idx]
-                if self.weight_decay != 0:
-                    grad = grad.add(param, alpha=self.weight_decay)
-                exp_avg.lerp_(grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        whole = bool(active.all())
+        dev = self.params[0].device
+        idx = None if whole else torch.from_numpy(np.flatnonzero(active)).to(dev)
+        counts = self.steps[active] + 1
+        uniform = bool((counts == counts[0]).all())
+        if uniform:
+            step = int(counts[0])
+            neg_step_size = -(self.lr / (1 - beta1 ** step))
+            bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+        else:
+            neg_step_size = torch.tensor([-(self.lr / (1 - beta1 ** int(c))) for c in counts],
+                                         dtype=self.params[0].dtype, device=dev)
+            bias_correction2_sqrt = torch.tensor([(1 - beta2 ** int(c)) ** 0.5 for c in counts],
+                                                 dtype=self.params[0].dtype, device=dev)
+        for P, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
+            if P.grad is None:
+                continue
+            if whole:
+                param, grad, exp_avg, exp_avg_sq = P.data, P.grad, m, v
+            else:
+                param, grad, exp_avg, exp_avg_sq = P.data[idx], P.grad[idx], m[idx], v[idx]
+            if self.weight_decay != 0:
+                grad = grad.add(param, alpha=self.weight_decay)
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            if uniform:
                 denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.eps)
-                param.addcdiv_(exp_avg, denom, value=-step_size)
-                if not whole:
-                    P.data[idx], m[idx], v[idx] = param, exp_avg, exp_avg_sq
-            self.steps[sel] += 1
+                param.addcdiv_(exp_avg, denom, value=neg_step_size)
+            else:
+                col = (-1,) + (1,) * (param.dim() - 1)
+                denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt.view(col)).add_(self.eps)
+                param.add_((exp_avg * neg_step_size.view(col)).div_(denom))
+            if not whole:
+                P.data[idx], m[idx], v[idx] = param, exp_avg, exp_avg_sq
+        self.steps[active] += 1
+
+    # -- a compact copy of some seeds -----------------------------------------------------------------------
+    def subset(self, rows: np.ndarray, params: Sequence[nn.Parameter]) -> "SeedAdam":
+        """A :class:`SeedAdam` over ``params`` (compact ``(len(rows), *shape)`` copies of the rows ``rows`` of this
+        optimizer's parameters) holding copies of those seeds' moments and step counts; :meth:`merge` writes it
+        back. Stepping the copy is stepping those seeds here (the same arithmetic, without indexing every step).
+
+        Args:
+            rows: ``(m,)`` int64 seed indices.
+            params: the compact parameters, in this optimizer's parameter order.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        t = torch.from_numpy(rows).to(self.params[0].device)
+        sub = SeedAdam.__new__(SeedAdam)
+        sub.params, sub.n = list(params), len(rows)
+        sub.lr, sub.weight_decay, sub.betas, sub.eps = self.lr, self.weight_decay, self.betas, self.eps
+        sub.exp_avg = [m[t] for m in self.exp_avg]  # advanced indexing copies
+        sub.exp_avg_sq = [v[t] for v in self.exp_avg_sq]
+        sub.steps = self.steps[rows].copy()
+        return sub
+
+    @torch.no_grad()
+    def merge(self, rows: np.ndarray, sub: "SeedAdam") -> None:
+        """Write the moments and step counts of a :meth:`subset` copy back into the rows ``rows``."""
+        rows = np.asarray(rows, dtype=np.int64)
+        t = torch.from_numpy(rows).to(self.params[0].device)
+        for m, v, ms, vs in zip(self.exp_avg, self.exp_avg_sq, sub.exp_avg, sub.exp_avg_sq):
+            m[t], v[t] = ms, vs
+        self.steps[rows] = sub.steps
 
     # -- one seed in torch.optim.Adam's state_dict format ------------------------------------------------
     def seed_state_dict(self, k: int) -> dict:
