@@ -69,30 +69,41 @@ CONFIDENCE = 1 - ALPHA
 
 
 # -- loading ------------------------------------------------------------------------------------------------
-def load(folder: Path) -> pd.DataFrame:
-    """The sweep's per-run table (:func:`lcpo.experiments.store.collect`, without the episode table): one row per
-    spec of ``sweep.json`` (``status``: done / failed / missing) plus ``population`` (the population size the
-    run's summary records; 1 for a solo run) and ``run_dir``.
+def load(folders: Path | list[Path]) -> pd.DataFrame:
+    """The per-run table of one or more sweep folders (:func:`lcpo.experiments.store.collect`, without the
+    episode table): one row per spec of each folder's ``sweep.json`` (``status``: done / failed / missing) and per
+    run folder present that the manifest does not list (a second sweep into the same folder rewrites
+    ``sweep.json``), plus ``population`` (the population size the run's summary records; 1 for a solo run) and
+    ``run_dir``. An agent with one set of overrides in the whole table (a straggler preset) is named by the agent
+    alone in ``scheme``.
 
     Raises:
-        FileNotFoundError: ``folder`` is not a sweep folder (named).
+        FileNotFoundError: a folder is not a sweep folder (named).
     """
     from lcpo.experiments.store import collect, runs_root
 
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{folder}: no such sweep folder")
-    runs, _ = collect(folder, episodes=False)
-    if runs.empty:
-        return runs
-    root = runs_root(folder)
-    pops = []
-    for rid in runs["run_id"]:
-        f = root / rid / "summary.json"
-        pop = (json.loads(f.read_text()).get("population") or {}).get("size", 1) if f.is_file() else None
-        pops.append(pop)
-    runs = runs.assign(population=pops, run_dir=[root / r for r in runs["run_id"]])
-    # an agent with one set of overrides in the whole sweep (the straggler preset) is named by the agent alone
+    frames = []
+    for folder in [folders] if isinstance(folders, (str, Path)) else folders:
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: no such sweep folder")
+        manifest = folder / "sweep.json"
+        ids = [s["run_id"] for s in json.loads(manifest.read_text())["specs"]] if manifest.is_file() else []
+        root = runs_root(folder)
+        known = set(ids)
+        ids += [p.name for p in sorted(root.iterdir()) if p.is_dir() and p.name not in known
+                and any((p / f).is_file() for f in ("summary.json", "config.json", "error.json"))]
+        runs, _ = collect(folder, run_ids=ids, episodes=False)
+        if runs.empty:
+            continue
+        pops = []
+        for rid in runs["run_id"]:
+            f = root / rid / "summary.json"
+            pops.append((json.loads(f.read_text()).get("population") or {}).get("size", 1) if f.is_file() else None)
+        frames.append(runs.assign(population=pops, run_dir=[root / r for r in runs["run_id"]]))
+    if not frames:
+        return pd.DataFrame()
+    runs = pd.concat(frames, ignore_index=True)
     per_agent = runs.groupby("agent")["scheme"].nunique()
     single = set(per_agent[per_agent == 1].index)
     runs["scheme"] = [a if a in single else s for a, s in zip(runs["agent"], runs["scheme"])]
@@ -258,24 +269,33 @@ def across_section(runs: pd.DataFrame, folder: Path) -> list[str]:
 
 
 # -- forgetting, settings, provenance ------------------------------------------------------------------------
-def forgetting_lines(folder: Path, regimes: int, episodes: int, episode_steps: int) -> list[str]:
-    """Forgetting as lost return (:func:`lcpo.experiments.forgetting.forgetting_study`, cached in
-    ``folder/forgetting_cache``), its files written into ``folder``."""
+def forgetting_lines(folders: list[Path], out: Path, regimes: int, episodes: int, episode_steps: int) -> list[str]:
+    """Forgetting as lost return (:func:`lcpo.experiments.forgetting.forgetting_study` of each folder, cached in
+    ``out/forgetting_cache``, merged), its CSVs and heat maps written into ``out``."""
     from lcpo.experiments.forgetting import _find_runs, forgetting_section, forgetting_study
 
-    with_snaps, without = _find_runs(folder)
-    if not with_snaps:
+    if not any(_find_runs(Path(f))[0] for f in folders):
+        n = sum(len(_find_runs(Path(f))[1]) for f in folders)
         return ["## Forgetting: lost return on reference contexts", "",
-                f"Not measured yet: none of the {len(without)} finished run(s) keeps snapshots (`snapshots.npz`).",
-                ""]
-    study = forgetting_study(folder, regimes=regimes, episodes=episodes, episode_steps=episode_steps,
-                             confidence=CONFIDENCE, cache_dir=folder / "forgetting_cache")
-    return forgetting_section(study, folder)
+                f"Not measured yet: none of the {n} finished run(s) keeps snapshots (`snapshots.npz`).", ""]
+    studies = [forgetting_study(f, regimes=regimes, episodes=episodes, episode_steps=episode_steps,
+                                confidence=CONFIDENCE, cache_dir=out / "forgetting_cache") for f in folders]
+    merged = dict(studies[0])
+    for extra in studies[1:]:
+        for k in ("matrix", "summary"):
+            merged[k] = pd.concat([merged[k], extra[k]], ignore_index=True)
+        for k in ("refs", "traces"):
+            merged[k] = {**merged[k], **extra[k]}
+        merged["without"] = sorted([*merged["without"], *extra["without"]])
+        merged["seconds"] += extra["seconds"]
+        merged["evaluations"] += extra["evaluations"]
+    return forgetting_section(merged, out)
 
 
-def settings_lines(runs: pd.DataFrame, folder: Path) -> list[str]:
+def settings_lines(runs: pd.DataFrame, folders: list[Path], out: Path) -> list[str]:
     """The settings tables (ours, the paper's Tables 11-12, the authors' run configurations) of the agents in
-    the study, and the finished runs of ``folder`` whose recorded settings differ from today's."""
+    the study, and the finished runs of ``folders`` whose recorded settings differ from today's (paths relative
+    to ``out``)."""
     from lcpo.experiments.settings import settings_markdown, stale_runs_markdown
 
     agents = set(runs["agent"])
@@ -297,7 +317,8 @@ def settings_lines(runs: pd.DataFrame, folder: Path) -> list[str]:
              "says why.", ""]
             + settings_markdown(3, only=only).splitlines()
             + ["### Runs of this folder that ran with a setting that has changed", "",
-               stale_runs_markdown([folder / "runs"] if (folder / "runs").is_dir() else [], folder).strip(), ""])
+               stale_runs_markdown([Path(f) / "runs" for f in folders if (Path(f) / "runs").is_dir()],
+                                   out).strip(), ""])
 
 
 def runs_lines(runs: pd.DataFrame, code: dict) -> list[str]:
@@ -323,12 +344,14 @@ def runs_lines(runs: pd.DataFrame, code: dict) -> list[str]:
 
 
 # -- the report -----------------------------------------------------------------------------------------------
-def report(folder: Path, *, allow_mixed_code: bool = False, forgetting: bool = True, regimes: int = 6,
-           episodes: int = 10, episode_steps: int = 200) -> Path:
+def report(folder: Path, *, include: list[Path] = (), allow_mixed_code: bool = False, forgetting: bool = True,
+           regimes: int = 6, episodes: int = 10, episode_steps: int = 200) -> Path:
     """Write ``folder/report.md`` (and its figures and CSVs beside it) from a sweep folder, finished or not.
 
     Args:
-        folder: the sweep folder (``sweep.json`` and ``runs/``).
+        folder: the sweep folder (``sweep.json`` and ``runs/``); the report is written here.
+        include: further sweep folders whose runs join the same tables (e.g. configs/study-pendulum-extra.toml's
+            folder beside configs/study-pendulum.toml's: two sweeps cannot share a folder at the same time).
         allow_mixed_code: pool the seeds of a cell that ran on different commits (the report names the cells);
             without it such a cell raises :class:`lcpo.persistence.provenance.MixedCodeError` before anything is
             written.
@@ -347,7 +370,8 @@ def report(folder: Path, *, allow_mixed_code: bool = False, forgetting: bool = T
     from lcpo.persistence.atomic import atomic_write_text
 
     folder = Path(folder)
-    runs = load(folder)
+    folders = [folder, *map(Path, include)]
+    runs = load(folders)
     if runs.empty:
         raise FileNotFoundError(f"{folder}: no runs (no sweep.json specs and no run folders)")
     code = check_code(runs, allow_mixed_code)  # before anything is written
@@ -358,7 +382,8 @@ def report(folder: Path, *, allow_mixed_code: bool = False, forgetting: bool = T
     n_cells = runs.groupby(["env", "trace", "scheme"]).ngroups
     done_cells = runs[runs["status"] == "done"].groupby(["env", "trace", "scheme"]).ngroups
     lines = [f"# Study report: {name}", "",
-             f"Written by `python benchmarks/study.py report --out {folder.name}` from the sweep folder's run "
+             f"Written by `python benchmarks/study.py report --out {folder.name}"
+             + "".join(f" --include {Path(f).name}" for f in include) + "` from the sweep folders' run "
              "folders. Lifelong return: the mean episodic return of the episodes ending after the warm-up; 95% "
              "intervals are Student-t intervals of the mean over seeds (`lcpo.experiments.stats.t_interval`, "
              "coverage simulated at about 95% for 3, 5 and 10 seeds); differences are tested with Welch's t-test "
@@ -372,13 +397,15 @@ def report(folder: Path, *, allow_mixed_code: bool = False, forgetting: bool = T
     lines += significance_text(comp, runs)
     lines += across_section(windy if len(windy) else runs, folder)
     if forgetting:
-        lines += forgetting_lines(folder, regimes, episodes, episode_steps)
+        lines += forgetting_lines(folders, folder, regimes, episodes, episode_steps)
     else:
         lines += ["## Forgetting: lost return on reference contexts", "",
                   "Not evaluated in this report (`--no-forgetting`).", ""]
-    if (runs["env"] == STRAGGLER_ENV).any():
-        lines += pb.straggler_scores_section(folder)
-    lines += settings_lines(runs, folder)
+    for f in folders:
+        if (f / "runs").is_dir() and (runs[runs["run_dir"].map(lambda r: Path(r).parent.parent == f)]["env"]
+                                      == STRAGGLER_ENV).any():
+            lines += pb.straggler_scores_section(f)
+    lines += settings_lines(runs, folders, folder)
     lines += runs_lines(runs, code)
     comp.to_csv(folder / "comparisons.csv", index=False)
     path = folder / "report.md"
@@ -390,6 +417,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("command", choices=("harvest", "report"))
     p.add_argument("--out", type=Path, default=OUT, help="the sweep folder (default: %(default)s)")
+    p.add_argument("--include", type=Path, action="append", default=[],
+                   help="report: another sweep folder whose runs join the tables (repeatable)")
     p.add_argument("--force", action="store_true", help="harvest: rewrite existing compact files")
     p.add_argument("--allow-mixed-code", action="store_true",
                    help="report: pool seeds of one cell that ran on different commits (the report says so)")
@@ -398,15 +427,16 @@ def main(argv=None) -> int:
     p.add_argument("--episodes", type=int, default=10, help="forgetting: episodes per snapshot and regime")
     p.add_argument("--episode-steps", type=int, default=200, help="forgetting: steps per evaluation episode")
     a = p.parse_args(argv)
-    if not a.out.is_dir():
-        raise SystemExit(f"--out {a.out}: no such sweep folder")
+    for f in [a.out, *a.include]:
+        if not f.is_dir():
+            raise SystemExit(f"{f}: no such sweep folder")
     for flag in ("regimes", "episodes", "episode_steps"):
         if getattr(a, flag) < 1:
             raise SystemExit(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(a, flag)}")
     if a.command == "harvest":
-        pb.harvest([a.out], a.force)
+        pb.harvest([a.out, *a.include], a.force)
     else:
-        path = report(a.out, allow_mixed_code=a.allow_mixed_code, forgetting=not a.no_forgetting,
+        path = report(a.out, include=a.include, allow_mixed_code=a.allow_mixed_code, forgetting=not a.no_forgetting,
                       regimes=a.regimes, episodes=a.episodes, episode_steps=a.episode_steps)
         print(f"wrote {path}")
     return 0

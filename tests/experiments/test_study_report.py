@@ -38,13 +38,16 @@ def study(load_benchmark):
     return load_benchmark("study")
 
 
-def _write_synthetic(folder: Path) -> Path:
+AGENTS = ("lcpo", "a2c", "trpo", "prescient-a2c", "prescient-trpo")
+
+
+def _write_synthetic(folder: Path, agents=AGENTS) -> Path:
     """A sweep folder as `lcpo sweep` leaves it, without learning: sweep.json, and per finished run a
     summary.json (a failed run: error.json; the not-run cell: nothing)."""
     specs = []
     for trace in TRACES:
         steps = 20_000_000 if trace == "wind-1" else 8_000_000
-        for agent in ("lcpo", "a2c", "trpo", "prescient-a2c", "prescient-trpo"):
+        for agent in agents:
             for seed in range(3):
                 cfg = {"env": "lcpo/WindyPendulum-v0", "trace": trace, "trace_length": steps, "agent": agent,
                        "steps": steps, "seed": seed, "overrides": {}, "env_kwargs": {}, "warmup_steps": 6_000_000,
@@ -201,6 +204,18 @@ def test_mixed_commits_are_refused_unless_told(study, tmp_path):
     assert "**Seeds that ran on different code are pooled, as told (--allow-mixed-code)**" in text
     (row,) = [r for r in _row_list(text, "## Runs per cell") if r[1] == "wind-1" and r[2] == "a2c"]
     assert row[-1] == f"0123456+dirty, {COMMIT[:7]}"
+
+
+def test_runs_of_another_sweep_folder_join_the_tables(study, tmp_path, text):
+    """configs/study-pendulum-extra.toml runs into a folder of its own; --include puts its runs in the tables."""
+    main = _write_synthetic(tmp_path / "main", agents=("lcpo", "a2c", "trpo"))
+    _write_synthetic(tmp_path / "main" / "extra", agents=("prescient-a2c", "prescient-trpo"))
+    alone = study.report(main, forgetting=False).read_text()
+    assert "PRESCIENT-A2C" not in alone
+    both = study.report(main, include=[main / "extra"], forgetting=False).read_text()
+    for trace in TRACES:  # the same cell tables as one folder holding every run
+        assert _rows(both, f"trace `{trace}`") == _rows(text, f"trace `{trace}`")
+    assert "**Status**: 30 runs in the sweep: 26 finished, 1 failed, 3 not run yet" in both
 
 
 @pytest.mark.slow
