@@ -122,6 +122,14 @@ def _p(x: float) -> str:
     return fmt(x)
 
 
+def _shown(path: Path) -> str:
+    """A folder as the report names it: relative to the repository root when inside it, else its name."""
+    try:
+        return Path(path).resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return Path(path).name
+
+
 def _short(env: str) -> str:
     return env.split("/")[-1]
 
@@ -191,14 +199,16 @@ def significance_text(comp: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
                         "difference is claimed.", ""]
     said = "; ".join(f"LCPO {'above' if r.diff > 0 else 'below'} {r.baseline.upper()} on {_short(r.env)} "
                      f"`{r.trace}` (difference {r.diff:+.1f}, Holm p {r.p_holm:.3g})" for r in sig.itertuples())
+    k = len(tested) - len(sig)
+    rest = (f"The other {k} difference{'s are' if k != 1 else ' is'} not significant: whatever the order of the "
+            f"means, these seeds do not separate {'them' if k != 1 else 'it'}, and no lead is claimed for "
+            f"{'them' if k != 1 else 'it'}." if k else "Every tested difference is significant.")
     lines += [(f"Welch's t-test (two-sided) of LCPO's seeds against each online baseline's in each cell, Holm's "
                f"step-down correction over all {len(tested)} tested pairs of this report (family-wise error "
-               f"{ALPHA}). Significant after the correction: {said or 'none'}. "
-               f"The other {len(tested) - len(sig)} differences are not significant: whatever the order of the "
-               "means, these seeds do not separate them, and no lead is claimed for them."), ""]
+               f"{ALPHA}). Significant after the correction: {said or 'none'}. {rest}"), ""]
     untested = comp[comp["p"].isna()] if len(comp) else comp
     if len(untested):
-        lines += [f"Not tested (a side with 1 finished seed): "
+        lines += ["Not tested (a side with 1 finished seed): "
                   + ", ".join(f"{_short(r.env)} `{r.trace}` {r.baseline.upper()}" for r in untested.itertuples())
                   + ".", ""]
     from lcpo.experiments.report import lifelong_table, rank_table
@@ -382,8 +392,8 @@ def report(folder: Path, *, include: list[Path] = (), allow_mixed_code: bool = F
     n_cells = runs.groupby(["env", "trace", "scheme"]).ngroups
     done_cells = runs[runs["status"] == "done"].groupby(["env", "trace", "scheme"]).ngroups
     lines = [f"# Study report: {name}", "",
-             f"Written by `python benchmarks/study.py report --out {folder.name}"
-             + "".join(f" --include {Path(f).name}" for f in include) + "` from the sweep folders' run "
+             f"Written by `python benchmarks/study.py report --out {_shown(folder)}"
+             + "".join(f" --include {_shown(Path(f))}" for f in include) + "` from the sweep folders' run "
              "folders. Lifelong return: the mean episodic return of the episodes ending after the warm-up; 95% "
              "intervals are Student-t intervals of the mean over seeds (`lcpo.experiments.stats.t_interval`, "
              "coverage simulated at about 95% for 3, 5 and 10 seeds); differences are tested with Welch's t-test "

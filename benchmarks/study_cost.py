@@ -19,8 +19,10 @@ population task, with the group's first cell's seeds (N = the config's seed coun
 - prescient agents: the offline training is timed apart (``Prescient.train`` wrapped) on ``--train-steps`` steps
   per seed; their cost is ``N x train_steps / training rate + N x steps / acting rate``.
 
-Figures: environment steps per CPU-second of the whole population process (``time.process_time``, one torch and
-BLAS thread, so what one core gives, robust to other jobs taking the core away), and per wall-second. Core-hours
+Figures: environment steps per CPU-second of the population process (``time.process_time``, one torch and BLAS
+thread, so what one core gives, robust to other jobs taking the core away), and per wall-second, both STEADY:
+between the population's progress marks at a quarter of the steps and at the end (startup, JIT compilation and
+the final checkpoint left out; the whole call's rate is printed too). Core-hours
 of a config = sum over its cells of ``seeds x steps / rate``. Wall time on C cores with the sweep's 2 workers per
 2 cores, i.e. C populations at once: ``core-hours / C`` (an ideal packing; the largest single population task
 bounds it from below: both are printed).
@@ -83,9 +85,10 @@ def measure(cell: dict, steps: int, train_steps: int, workdir: Path) -> dict:
         workdir: a scratch folder (the run folders go below it).
 
     Returns:
-        ``{"seeds", "steps", "cpu_s", "wall_s", "steps_per_cpu_s", "steps_per_wall_s", "train_cpu_s",
-        "train_steps_per_cpu_s" (prescient only, else None), "constrained_fraction"}``; the acting/learning
-        rate excludes the timed offline training.
+        ``{"seeds", "steps", "cpu_s", "wall_s", "steps_per_cpu_s", "steps_per_wall_s" (the steady rates: from a
+        quarter of the steps to the end, startup and offline training left out), "whole_steps_per_cpu_s",
+        "whole_steps_per_wall_s" (the whole call, offline training left out), "train_cpu_s",
+        "train_steps_per_cpu_s" (prescient only, else None), "constrained_fraction"}``.
     """
     from lcpo.online.population import execute_population
     from lcpo.online.run import RunConfig
@@ -122,18 +125,33 @@ def measure(cell: dict, steps: int, train_steps: int, workdir: Path) -> dict:
 
         pmod.Prescient.train = timed_train
         restore = (pmod.Prescient, original)
+    marks: list[tuple[float, float, int]] = []  # (CPU s, wall s, steps per seed) every 1,000 steps per seed
+
+    def on_progress(done: int, _mean_return: float) -> None:
+        marks.append((time.process_time(), time.perf_counter(), int(done)))
+
     try:
         c0, w0 = time.process_time(), time.perf_counter()
-        summaries = execute_population(configs, outs, resume=False, threads=1)
+        summaries = execute_population(configs, outs, resume=False, threads=1, on_progress=on_progress)
         cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     finally:
         if restore is not None:
             restore[0].train = restore[1]
     n = len(configs)
     act_cpu = cpu - train_cpu[0]
+    # the steady rate: from the first progress mark at or past a quarter of the steps to the last one (startup:
+    # imports, the env's JIT compilation, agent construction, a prescient agent's offline training, and the final
+    # checkpoint and summary are outside it)
+    window = [m for m in marks if m[2] >= steps // 4]
+    if len(window) >= 2 and window[-1][0] > window[0][0]:
+        steady_cpu = n * (window[-1][2] - window[0][2]) / (window[-1][0] - window[0][0])
+        steady_wall = n * (window[-1][2] - window[0][2]) / (window[-1][1] - window[0][1])
+    else:
+        steady_cpu, steady_wall = n * steps / act_cpu, n * steps / wall
     fractions = [s.get("constrained_fraction") for s in summaries if s.get("constrained_fraction") is not None]
     return {"seeds": n, "steps": steps, "cpu_s": cpu, "wall_s": wall,
-            "steps_per_cpu_s": n * steps / act_cpu, "steps_per_wall_s": n * steps / wall,
+            "steps_per_cpu_s": steady_cpu, "steps_per_wall_s": steady_wall,
+            "whole_steps_per_cpu_s": n * steps / act_cpu, "whole_steps_per_wall_s": n * steps / wall,
             "train_cpu_s": train_cpu[0] if prescient else None,
             "train_steps_per_cpu_s": n * train_steps / train_cpu[0] if prescient and train_cpu[0] > 0 else None,
             "full_train_steps": int(RunConfig.from_dict(cell["config"]).overrides.get("train_steps", 1_600_000))
@@ -173,7 +191,8 @@ def study_cost(config_paths: list[str], steps: int, train_steps: int, log=print)
             extra = (f", offline training {m['train_steps_per_cpu_s']:,.0f} steps/CPU-s"
                      if m["train_steps_per_cpu_s"] else "")
             cf = m["constrained_fraction"]
-            log(f"{m['label']}: {m['steps_per_cpu_s']:,.0f} steps/CPU-s, {m['steps_per_wall_s']:,.0f} steps/wall-s "
+            log(f"{m['label']}: steady {m['steps_per_cpu_s']:,.0f} steps/CPU-s, {m['steps_per_wall_s']:,.0f} "
+                f"steps/wall-s; whole call {m['whole_steps_per_cpu_s']:,.0f} steps/CPU-s "
                 f"({m['cpu_s']:.1f} CPU-s, {m['wall_s']:.1f} s wall{extra}"
                 + (f", constrained fraction {cf:.2f}" if cf is not None else "") + ")")
         rows = []
@@ -196,8 +215,8 @@ def markdown(result: dict) -> str:
              "wall, 16 cores |", "|---|---|---|---|---|---|---|"]
     for path, c in result["configs"].items():
         groups = sorted({r["label"] for r in c["cells"]})
-        rates = "; ".join(f"{g}: {next(m for m in result['groups'].values() if m['label'] == g)['steps_per_cpu_s']:,.0f}"
-                          for g in groups)
+        by_label = {m["label"]: m for m in result["groups"].values()}
+        rates = "; ".join(f"{g}: {by_label[g]['steps_per_cpu_s']:,.0f}" for g in groups)
         h = c["core_hours"]
         lines.append(f"| `{Path(path).name}` | {c['runs']} | {c['env_steps'] / 1e9:.2f}G | {rates} | {h:,.0f} | "
                      f"{max(h / 2, c['largest_task_h']) / 24:.1f} days | {max(h / 16, c['largest_task_h']):.0f} h |")

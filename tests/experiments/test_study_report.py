@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -161,7 +160,7 @@ def test_welch_holm_over_the_whole_report_and_the_verdict_sentence(text):
         cell = _rows(text, f"trace `{t}`")[b.upper()][6]
         assert cell == f"{_p(pi)} / {_p(ai)}: " + ("**LCPO higher**" if ai <= 0.05 else "not significant")
     sentence = next(ln for ln in text.splitlines() if ln.startswith("Welch's t-test (two-sided)"))
-    assert "over all 3 tested pairs" in sentence and "The other 1 differences are not significant" in sentence
+    assert "over all 3 tested pairs" in sentence and "The other 1 difference is not significant" in sentence
     assert re.search(r"Significant after the correction: LCPO above A2C on WindyPendulum-v0 `wind-1` "
                      r"\(difference \+\d+\.\d, Holm p [\d.e-]+\); LCPO above A2C on WindyPendulum-v0 `wind-3`",
                      sentence)
