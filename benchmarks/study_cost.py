@@ -223,14 +223,34 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
+def groups_markdown(result: dict) -> str:
+    """Per measured group: steady and whole-call rates, wall rate, offline training rate, constrained fraction."""
+    lines = ["| group | steady steps per CPU-s | whole call, steps per CPU-s | steady steps per wall-s | offline "
+             "training, steps per CPU-s | constrained fraction |", "|---|---|---|---|---|---|"]
+    for m in result["groups"].values():
+        tr = f"{m['train_steps_per_cpu_s']:,.0f}" if m.get("train_steps_per_cpu_s") else "—"
+        cf = f"{m['constrained_fraction']:.2f}" if m.get("constrained_fraction") is not None else "—"
+        lines.append(f"| {m['label']} | {m['steps_per_cpu_s']:,.0f} | {m['whole_steps_per_cpu_s']:,.0f} | "
+                     f"{m['steps_per_wall_s']:,.0f} | {tr} | {cf} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("configs", nargs="+", help="sweep config files (TOML)")
+    p.add_argument("configs", nargs="*", help="sweep config files (TOML)")
+    p.add_argument("--from-json", type=Path, default=None,
+                   help="print the tables of an earlier --json file instead of measuring")
     p.add_argument("--steps", type=int, default=20_000, help="measured steps per seed (default: %(default)s)")
     p.add_argument("--train-steps", type=int, default=20_000,
                    help="prescient agents: measured offline training steps per seed (default: %(default)s)")
     p.add_argument("--json", type=Path, default=None, help="write the measurements here")
     a = p.parse_args(argv)
+    if a.from_json is not None:
+        result = json.loads(a.from_json.read_text())
+        print(groups_markdown(result) + "\n\n" + markdown(result))
+        return 0
+    if not a.configs:
+        raise SystemExit("give one or more sweep configs (or --from-json FILE)")
     if a.steps < 1000 or a.train_steps < 1000:
         raise SystemExit(f"--steps and --train-steps must be >= 1000, got {a.steps}, {a.train_steps}")
     import torch
@@ -238,7 +258,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     result = study_cost(a.configs, a.steps, a.train_steps, log=lambda s: print(s, flush=True))
     print(f"\nload average before {result['load_before']}, after {result['load_after']}\n")
-    print(markdown(result))
+    print(groups_markdown(result) + "\n\n" + markdown(result))
     if a.json:
         a.json.write_text(json.dumps(result, indent=1, default=str))
     return 0
