@@ -1106,7 +1106,9 @@ def report(folder: Path, allow_mixed_code: bool = False) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("command", choices=("harvest", "fixed", "fixed-binned", "final", "report"))
-    p.add_argument("--folder", type=Path, default=OUT, help="the sweep folder (default: %(default)s)")
+    p.add_argument("--folder", "--out", dest="folder", type=Path, default=OUT,
+                   help="the sweep folder (default: %(default)s); any study folder for harvest "
+                        "(benchmarks/study.py reports one)")
     p.add_argument("--force", action="store_true", help="harvest: rewrite existing compact files")
     p.add_argument("--steps", type=int, default=None,
                    help=f"fixed: environment steps per fixed policy (default: {STRAGGLER_STEPS:,}, the sweep's); "

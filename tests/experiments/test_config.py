@@ -41,7 +41,25 @@ def test_seed_count_and_list_and_trace_steps():
     assert got == {"wind-1": (1000, 5000, 100), "wind-3": (400, 800, 100)}
 
 
+def test_per_agent_seeds_replace_the_global_seeds_for_that_agent_only():
+    cfg = parse_config(base(seeds=3, per_agent={"a2c": {"seeds": 5}, "lcpo": {"seeds": [2, 9]}}), executor=FAKE)
+    seeds = {}
+    for s in expand(cfg, executor=FAKE):
+        seeds.setdefault(s.config["agent"], []).append(s.config["seed"])
+    assert seeds == {"lcpo": [2, 9], "a2c": [0, 1, 2, 3, 4]}
+    plain = expand(parse_config(base(seeds=3), executor=FAKE), executor=FAKE)
+    # an agent without a per_agent entry keeps the global seeds, and its runs keep their ids
+    cfg = parse_config(base(seeds=3, per_agent={"a2c": {"seeds": 1}}), executor=FAKE)
+    assert [s.run_id for s in expand(cfg, executor=FAKE) if s.config["agent"] == "lcpo"] == \
+        [s.run_id for s in plain if s.config["agent"] == "lcpo"]
+
+
 @pytest.mark.parametrize("patch, key", [
+    ({"per_agent": {"ppo": {"seeds": 2}}}, "per_agent.ppo"),
+    ({"per_agent": {"a2c": {"seedz": 2}}}, "per_agent.a2c.seedz"),
+    ({"per_agent": {"a2c": {"seeds": 0}}}, "per_agent.a2c.seeds"),
+    ({"per_agent": {"a2c": {"seeds": [1, 1]}}}, "per_agent.a2c.seeds"),
+    ({"per_agent": {"a2c": 3}}, "per_agent.a2c"),
     ({"stepz": 10}, "stepz"),
     ({"steps": "100"}, "steps"),
     ({"steps": True}, "steps"),
@@ -132,7 +150,8 @@ def test_run_id_is_stable_readable_and_hash_sensitive():
     assert "/" not in make_run_id({**cfg, "trace": "/data/my trace.npy"})
 
 
-@pytest.mark.parametrize("name", ["smoke", "paper-mini", "paper-pendulum"])
+@pytest.mark.parametrize("name", ["smoke", "paper-mini", "paper-pendulum", "study-pendulum", "study-pendulum-extra",
+                                  "study-mujoco", "study-straggler"])
 def test_presets_parse(name):
     # agent names are checked against lcpo.online.run.AGENTS when it exists; not against the fake's
     cfg = load_config(REPO / "configs" / f"{name}.toml", executor="no_such_executor_module")

@@ -25,6 +25,9 @@ e.g. ``overrides.lcpo.ood_treshold``. The format is documented in ``docs/experim
     [per_trace."wind-3"]               # optional per-trace steps / trace_length / warmup_steps
     steps = 8000000                    # (paper: traces 1-2 run 20M steps, traces 3-4 8M)
 
+    [per_agent.ppo]                    # optional per-agent seeds (a count or a list), replacing ``seeds``
+    seeds = 5
+
 A list-valued hyperparameter is written as a list of lists (``hidden = [[64, 64]]``), since a bare list
 is a grid axis. ``envs`` may name a user's environment as ``"MODULE:ID"`` or ``"MODULE:CLASS"``
 (:mod:`lcpo.envs.registration`); without ``reset`` each env gets the reset its declared kind calls for
@@ -70,9 +73,11 @@ _RESET_RE = re.compile(r"^(end|never|every:[1-9][0-9]*)$")
 _TOP_KEYS = {
     "name", "out", "steps", "warmup_steps", "seeds", "envs", "traces", "agents", "trace_length", "reset",
     "checkpoint_every", "diagnostics_every", "probe_every", "tensorboard", "overrides", "env_kwargs", "per_trace",
+    "per_agent",
 }
 _REQUIRED = ("steps", "envs", "traces", "agents")
 _PER_TRACE_KEYS = {"steps", "trace_length", "warmup_steps"}
+_PER_AGENT_KEYS = {"seeds"}
 
 
 class ConfigError(ValueError):
@@ -105,6 +110,8 @@ class SweepConfig:
             absent: none). Not needed for forgetting: every run keeps compact snapshots (``snapshots.npz``).
         diagnostics_every: steps per row of each run's ``diagnostics.csv``; ``None`` keeps the executor's
             default (and leaves the key out of the run config).
+        per_agent: agent -> ``{"seeds": tuple}``: that agent's seeds instead of :attr:`seeds` (a study with
+            10 seeds of LCPO and 3 of an expensive baseline in one file).
     """
 
     name: str
@@ -124,6 +131,11 @@ class SweepConfig:
     out: str | None = None
     diagnostics_every: int | None = None
     probe_every: int = 0
+    per_agent: Mapping[str, Mapping[str, tuple[int, ...]]] = field(default_factory=dict)
+
+    def seeds_of(self, agent: str) -> tuple[int, ...]:
+        """The seeds of ``agent``: its ``per_agent`` seeds, else :attr:`seeds`."""
+        return tuple(self.per_agent.get(agent, {}).get("seeds", self.seeds))
 
 
 @dataclass(frozen=True)
@@ -156,6 +168,18 @@ def _check_int(source: str, key: str, v: Any, minimum: int) -> int:
     if v < minimum:
         raise _err(source, key, f"expected an integer >= {minimum}, got {v}")
     return int(v)
+
+
+def _seeds(source: str, key: str, raw: Any) -> tuple[int, ...]:
+    """A ``seeds`` value: a positive count ``n`` (seeds ``0..n-1``) or a non-empty list of distinct seeds >= 0."""
+    if _is_int(raw):
+        return tuple(range(_check_int(source, key, raw, 1)))
+    if isinstance(raw, list) and raw:
+        seeds = tuple(_check_int(source, f"{key}[{i}]", s, 0) for i, s in enumerate(raw))
+        if len(set(seeds)) != len(seeds):
+            raise _err(source, key, f"duplicate seeds in {list(seeds)}")
+        return seeds
+    raise _err(source, key, f"expected a positive integer count or a non-empty list, got {raw!r}")
 
 
 def _str_list(source: str, key: str, v: Any) -> tuple[str, ...]:
@@ -287,15 +311,7 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>",
     if reset is not None and (not isinstance(reset, str) or not _RESET_RE.match(reset)):
         raise _err(source, "reset", f"expected 'end', 'never' or 'every:N' (N >= 1), got {reset!r}")
 
-    seeds_raw = data.get("seeds", 1)
-    if _is_int(seeds_raw):
-        seeds = tuple(range(_check_int(source, "seeds", seeds_raw, 1)))
-    elif isinstance(seeds_raw, list) and seeds_raw:
-        seeds = tuple(_check_int(source, f"seeds[{i}]", s, 0) for i, s in enumerate(seeds_raw))
-        if len(set(seeds)) != len(seeds):
-            raise _err(source, "seeds", f"duplicate seeds in {list(seeds)}")
-    else:
-        raise _err(source, "seeds", f"expected a positive integer count or a non-empty list, got {seeds_raw!r}")
+    seeds = _seeds(source, "seeds", data.get("seeds", 1))
 
     envs = _str_list(source, "envs", data["envs"])
     traces = _str_list(source, "traces", data["traces"])
@@ -350,6 +366,21 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>",
             raise _err(source, key, f"warmup_steps={t_warm} must be smaller than the run length {t_steps} "
                                     f"(trace {trace!r})")
 
+    per_agent_raw = data.get("per_agent", {})
+    if not isinstance(per_agent_raw, Mapping):
+        raise _err(source, "per_agent", "expected a table of per-agent tables, e.g. [per_agent.ppo]")
+    per_agent: dict[str, dict[str, tuple[int, ...]]] = {}
+    for agent, table in per_agent_raw.items():
+        key = f"per_agent.{agent}"
+        if agent not in agents:
+            raise _err(source, key, f"agent {agent!r} is not in agents {list(agents)}")
+        if not isinstance(table, Mapping):
+            raise _err(source, key, f"expected a table with keys {sorted(_PER_AGENT_KEYS)}, got {table!r}")
+        for k in table:
+            if k not in _PER_AGENT_KEYS:
+                raise _err(source, f"{key}.{k}", f"unknown key; valid keys are {sorted(_PER_AGENT_KEYS)}")
+        per_agent[agent] = {k: _seeds(source, f"{key}.{k}", v) for k, v in table.items()}
+
     overrides_raw = data.get("overrides", {})
     if not isinstance(overrides_raw, Mapping):
         raise _err(source, "overrides", "expected a table of per-agent tables, e.g. [overrides.lcpo]")
@@ -387,7 +418,7 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>",
                        warmup_steps=warmup, trace_lengths=trace_lengths, reset=reset,
                        checkpoint_every=checkpoint_every, tensorboard=tensorboard, overrides=overrides,
                        env_kwargs=env_kwargs, per_trace=per_trace, out=out,
-                       diagnostics_every=diagnostics_every, probe_every=probe_every)
+                       diagnostics_every=diagnostics_every, probe_every=probe_every, per_agent=per_agent)
 
 
 def load_config(path: str | Path, executor: str = DEFAULT_EXECUTOR) -> SweepConfig:
@@ -499,7 +530,8 @@ def expand(config: SweepConfig, executor: str = DEFAULT_EXECUTOR, validate: bool
     """Expand a sweep into its run specs (the cross product of all axes), in a deterministic order.
 
     The count is ``len(envs) * len(traces) * len(trace_lengths) * sum_a(prod of agent a's override axis
-    lengths) * len(seeds)``. Seeds vary fastest, so a partial sweep covers whole (env, trace, agent) cells early.
+    lengths * len(seeds of a))`` (an agent's ``per_agent`` seeds where given, else ``seeds``). Seeds vary
+    fastest, so a partial sweep covers whole (env, trace, agent) cells early.
 
     Args:
         config: a validated sweep.
@@ -527,7 +559,7 @@ def expand(config: SweepConfig, executor: str = DEFAULT_EXECUTOR, validate: bool
         names = sorted(axes)
         for values in itertools.product(*(axes[n] for n in names)):
             overrides = dict(zip(names, values))
-            for seed in config.seeds:
+            for seed in config.seeds_of(agent):
                 cfg = {
                     "env": env, "trace": trace, "trace_length": per.get("trace_length", trace_length),
                     "agent": agent, "steps": per.get("steps", config.steps), "seed": seed,

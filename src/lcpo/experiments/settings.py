@@ -407,11 +407,13 @@ def _note(spec: AgentSettings, row: Row) -> str:
     return NOTES.get((spec.title.split(" (")[0], row.name), "")
 
 
-def settings_markdown(level: int = 2) -> str:
+def settings_markdown(level: int = 2, only: Callable[[AgentSettings], bool] | None = None) -> str:
     """One markdown table per agent: parameter, ours, paper, authors, status, reason or note.
 
     Args:
         level: heading level of each table's title (2: ``##``).
+        only: keep the agents' tables for which it returns True (a study's report shows its own agents);
+            None: every table.
 
     Returns:
         Markdown text (ends with a newline). The paper-budget report can include it as its settings section.
@@ -422,6 +424,8 @@ def settings_markdown(level: int = 2) -> str:
     hashes = "#" * level
     out = []
     for spec in SETTINGS:
+        if only is not None and not only(spec):
+            continue
         values = agent_values(spec)
         out.append(f"{hashes} {spec.title}\n")
         out.append(f"Authors' run configuration: {spec.source}.\n")

@@ -157,13 +157,16 @@ def _run_row(runs_dir: Path, run_id: str, config: dict | None) -> dict[str, Any]
     return row
 
 
-def collect(runs_dir: str | Path, run_ids: Sequence[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def collect(runs_dir: str | Path, run_ids: Sequence[str] | None = None,
+            episodes: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Gather the per-run table and the per-episode table of a sweep folder.
 
     Args:
         runs_dir: the sweep folder, or a folder of ``lcpo run --out`` outputs (see :func:`runs_root`).
         run_ids: runs to include; default the specs in ``sweep.json`` (or every run folder when there is no
             manifest).
+        episodes: read every run's ``episodes.csv`` (False: the per-episode table is empty; a study of 20M-step
+            runs has about 100,000 episodes per run).
 
     Returns:
         ``(runs, episodes)``: one row per run id (see the module docstring) and the concatenated
@@ -191,7 +194,7 @@ def collect(runs_dir: str | Path, run_ids: Sequence[str] | None = None) -> tuple
                 # words next to numbers (ood_threshold = ["auto", 0.25, 1.0]): one text column, numbers as JSON
                 runs[col] = [None if r.get(col) is None else _fmt(r[col]) for r in rows]
     episode_frames = []
-    for rid, _ in specs:
+    for rid, _ in specs if episodes else ():
         path = runs_root(runs_dir) / rid / "episodes.csv"
         if path.is_file() and path.stat().st_size > 0:
             ep = pd.read_csv(path)
