@@ -146,7 +146,10 @@ def test_async_restore_refuses_a_different_time_limit_before_touching_the_env(us
         with pytest.raises(ValueError, match="sub-environment 0: cannot resume: the environment's TimeLimit has "
                                              "max_episode_steps=30, the checkpoint's 50"):
             other.set_state(states)
-        assert other.venv.call("lcpo_get_state")[0]["env"]["t"] == 0  # nothing half-written; workers alive
+        after = other.venv.call("lcpo_get_state")  # the workers are alive, and nothing is half-written:
+        assert [a["env"]["t"] for a in after] == [0, 0]
+        assert [[w["state"] for w in a["wrappers"] if w["wrapper"].endswith("TimeLimit")] for a in after] == \
+            [[{"_max_episode_steps": 30, "_elapsed_steps": 0}]] * 2
     finally:
         half.stream.close()
         other.close()

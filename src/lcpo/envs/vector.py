@@ -93,7 +93,7 @@ class _StateAccess(gym.Wrapper):
     def lcpo_apply_pending_state(self) -> str | None:
         """Restore the ``{"env": ..., "wrappers": ...}`` put in ``_lcpo_pending_state`` by ``set_attr``;
         returns None, or the error message (no ``set_state()``, a different chain of wrappers or time limit)."""
-        from lcpo.envs.wrapper_state import load_wrappers_state
+        from lcpo.envs.wrapper_state import load_wrappers_state, wrappers_state
 
         pending, self._lcpo_pending_state = self._lcpo_pending_state, None
         put = getattr(self.env.unwrapped, "set_state", None)
@@ -101,12 +101,14 @@ class _StateAccess(gym.Wrapper):
             return f"sub-environment {_env_name(self.env)} has no set_state()"
         if pending is None:
             return "no state was sent to this worker before lcpo_apply_pending_state"
-        try:
-            if pending.get("wrappers") is not None:  # checked before the env's own state is touched
+        if pending.get("wrappers") is not None:  # before the env's own state is touched
+            before = wrappers_state(self.env)
+            try:
                 load_wrappers_state(self.env, pending["wrappers"])
-            put(pending["env"])
-        except ValueError as exc:
-            return str(exc)
+            except ValueError as exc:  # a different chain or time limit: the wrappers are put back as they were
+                load_wrappers_state(self.env, before)
+                return str(exc)
+        put(pending["env"])
         return None
 
 
@@ -127,7 +129,7 @@ def _lcpo_async(base: Any) -> bool:
 _ASYNC_REFUSAL = ("vector env {name!r} is a user's AsyncVectorEnv: the state of its sub-environments' wrappers "
                   "(e.g. a TimeLimit's step counter) cannot be saved through its worker processes, so it cannot "
                   "be checkpointed; use a SyncVectorEnv (mode='sync'), lcpo's make_vector_env(..., mode='async'), "
-                  "or checkpoint_every = 0")
+                  "or --checkpoint-every 0 (sweeps: checkpoint_every = 0)")
 
 
 def make_vector_env(env_id: str, env_kwargs: Sequence[dict], *, mode: str = "auto",
@@ -539,7 +541,7 @@ class VectorStream:
         else:
             raise ValueError(f"vector env {name!r} ({type(base).__name__}) cannot be checkpointed: it has no "
                              "get_state()/set_state() and its sub-environments cannot be reached; give it "
-                             "get_state() -> list[dict] and set_state(list[dict]), or checkpoint_every = 0")
+                             "get_state() -> list[dict] and set_state(list[dict]), or --checkpoint-every 0 (sweeps: checkpoint_every = 0)")
 
     def get_state(self) -> list[dict]:
         """Per sub-env state: ``{"env": the sub-env's get_state(), "obs": (d,) float32, "ended": bool}``, plus
