@@ -541,7 +541,8 @@ class VectorStream:
         else:
             raise ValueError(f"vector env {name!r} ({type(base).__name__}) cannot be checkpointed: it has no "
                              "get_state()/set_state() and its sub-environments cannot be reached; give it "
-                             "get_state() -> list[dict] and set_state(list[dict]), or --checkpoint-every 0 (sweeps: checkpoint_every = 0)")
+                             "get_state() -> list[dict] and set_state(list[dict]), or --checkpoint-every 0 "
+                             "(sweeps: checkpoint_every = 0)")
 
     def get_state(self) -> list[dict]:
         """Per sub-env state: ``{"env": the sub-env's get_state(), "obs": (d,) float32, "ended": bool}``, plus
