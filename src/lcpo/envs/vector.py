@@ -61,27 +61,75 @@ def _native_class(env_id: str):
 
 
 class _StateAccess(gym.Wrapper):
-    """Outermost wrapper of an :class:`AsyncVectorEnv` sub-env: per-sub-env ``set_state`` through
-    ``set_attr`` (``call`` sends the same arguments to every worker)."""
+    """Outermost wrapper of an :class:`AsyncVectorEnv` sub-env made by :func:`make_vector_env`: the state of the
+    sub-env and of its wrappers (a ``TimeLimit``'s step counter, ...), read and written inside the worker through
+    Gymnasium's own ``AsyncVectorEnv.call`` / ``set_attr`` (``call`` sends the same arguments to every worker, so
+    a per-sub-env state goes in with ``set_attr`` first). The methods return an error message instead of
+    raising: an exception in a worker ends that worker."""
 
     _lcpo_pending_state = None
 
+    def lcpo_checkpoint_refusal(self, name: str) -> str | None:
+        """:func:`lcpo.envs.preflight.checkpoint_refusal` for the wrapped sub-env (None: it can be saved)."""
+        from lcpo.envs.preflight import checkpoint_refusal
+        from lcpo.envs.wrapper_state import unsaved_wrappers
+
+        base = self.env.unwrapped
+        ok = callable(getattr(base, "get_state", None)) and callable(getattr(base, "set_state", None))
+        return checkpoint_refusal(name, ok, unsaved_wrappers(self.env))
+
     def lcpo_get_state(self) -> dict:
+        """``{"env": unwrapped.get_state(), "wrappers": wrappers_state(...)}``, or ``{"error": message}``."""
+        from lcpo.envs.wrapper_state import wrappers_state
+
         get = getattr(self.env.unwrapped, "get_state", None)
         if not callable(get):
-            raise TypeError(f"sub-environment {self.env.unwrapped} has no get_state()")
-        return get()
+            return {"error": f"sub-environment {_env_name(self.env)} has no get_state(); it cannot be checkpointed"}
+        try:
+            return {"env": get(), "wrappers": wrappers_state(self.env)}
+        except TypeError as exc:  # a wrapper whose state cannot be saved
+            return {"error": str(exc)}
 
-    def lcpo_apply_pending_state(self) -> None:
+    def lcpo_apply_pending_state(self) -> str | None:
+        """Restore the ``{"env": ..., "wrappers": ...}`` put in ``_lcpo_pending_state`` by ``set_attr``;
+        returns None, or the error message (no ``set_state()``, a different chain of wrappers or time limit)."""
+        from lcpo.envs.wrapper_state import load_wrappers_state, wrappers_state
+
+        pending, self._lcpo_pending_state = self._lcpo_pending_state, None
         put = getattr(self.env.unwrapped, "set_state", None)
         if not callable(put):
-            raise TypeError(f"sub-environment {self.env.unwrapped} has no set_state()")
-        put(self._lcpo_pending_state)
-        self._lcpo_pending_state = None
+            return f"sub-environment {_env_name(self.env)} has no set_state()"
+        if pending is None:
+            return "no state was sent to this worker before lcpo_apply_pending_state"
+        if pending.get("wrappers") is not None:  # before the env's own state is touched
+            before = wrappers_state(self.env)
+            try:
+                load_wrappers_state(self.env, pending["wrappers"])
+            except ValueError as exc:  # a different chain or time limit: the wrappers are put back as they were
+                load_wrappers_state(self.env, before)
+                return str(exc)
+        put(pending["env"])
+        return None
 
 
 def _make_wrapped(env_id: str, kwargs: dict) -> gym.Env:
     return _StateAccess(make_env(env_id, **kwargs))
+
+
+def _lcpo_async(base: Any) -> bool:
+    """Whether ``base`` is an :class:`AsyncVectorEnv` made by :func:`make_vector_env` (its workers' envs are
+    wrapped in :class:`_StateAccess`); a user's AsyncVectorEnv is never sent a call it cannot answer (an
+    error in a worker ends the worker)."""
+    fns = getattr(base, "env_fns", None)
+    return (isinstance(base, AsyncVectorEnv) and bool(fns)
+            and all(isinstance(f, functools.partial) and f.func is _make_wrapped for f in fns))
+
+
+#: the one-line refusal of a user's AsyncVectorEnv (its workers' wrapper state cannot be reached)
+_ASYNC_REFUSAL = ("vector env {name!r} is a user's AsyncVectorEnv: the state of its sub-environments' wrappers "
+                  "(e.g. a TimeLimit's step counter) cannot be saved through its worker processes, so it cannot "
+                  "be checkpointed; use a SyncVectorEnv (mode='sync'), lcpo's make_vector_env(..., mode='async'), "
+                  "or --checkpoint-every 0 (sweeps: checkpoint_every = 0)")
 
 
 def make_vector_env(env_id: str, env_kwargs: Sequence[dict], *, mode: str = "auto",
@@ -459,18 +507,57 @@ class VectorStream:
         base = self.venv.unwrapped
         return base.envs if isinstance(base, SyncVectorEnv) else None
 
+    def check_checkpointable(self, name: str) -> None:
+        """Refuse, before any step or file, a vector env whose checkpoints could not save every sub-env exactly
+        (:func:`lcpo.envs.preflight.check_checkpointable`, per sub-env where they can be reached).
+
+        A vector env with its own ``get_state``/``set_state`` (lcpo's native one) passes; a SyncVectorEnv's
+        sub-envs are checked one by one; an AsyncVectorEnv from :func:`make_vector_env` is checked inside its
+        workers (``AsyncVectorEnv.call``); a user's own AsyncVectorEnv is refused (its workers' wrapper state,
+        e.g. a ``TimeLimit``'s step counter, cannot be reached).
+
+        Args:
+            name: the environment's name as configured, for the message.
+
+        Raises:
+            ValueError: one line naming the environment and what to do (for a user's AsyncVectorEnv:
+                ``mode='sync'``).
+        """
+        from lcpo.envs.preflight import check_checkpointable
+
+        base = self.venv.unwrapped
+        if callable(getattr(base, "get_state", None)) and callable(getattr(base, "set_state", None)):
+            return
+        envs = self._sub_envs()
+        if envs is not None:
+            for env in envs:
+                check_checkpointable(env, name)
+        elif _lcpo_async(base):
+            for refusal in base.call("lcpo_checkpoint_refusal", name):
+                if refusal is not None:
+                    raise ValueError(refusal)
+        elif isinstance(base, AsyncVectorEnv):
+            raise ValueError(_ASYNC_REFUSAL.format(name=name))
+        else:
+            raise ValueError(f"vector env {name!r} ({type(base).__name__}) cannot be checkpointed: it has no "
+                             "get_state()/set_state() and its sub-environments cannot be reached; give it "
+                             "get_state() -> list[dict] and set_state(list[dict]), or --checkpoint-every 0 "
+                             "(sweeps: checkpoint_every = 0)")
+
     def get_state(self) -> list[dict]:
         """Per sub-env state: ``{"env": the sub-env's get_state(), "obs": (d,) float32, "ended": bool}``, plus
         ``"wrappers"`` (:func:`lcpo.envs.wrapper_state.wrappers_state`: e.g. a ``TimeLimit``'s counter) where the
-        sub-envs are reached one by one (a SyncVectorEnv); lcpo's native vector env has no wrappers.
+        sub-envs are reached one by one: a SyncVectorEnv's directly, an AsyncVectorEnv from
+        :func:`make_vector_env` (``mode="async"``) inside each worker, through Gymnasium's
+        ``AsyncVectorEnv.call``; lcpo's native vector env has no wrappers.
 
         Returns:
             N dicts (NumPy arrays and plain values; :mod:`lcpo.persistence.checkpoint` stores them).
 
         Raises:
-            TypeError: a sub-env without ``get_state()`` (names it), or a vector env whose sub-envs cannot be
-                reached (neither lcpo's native, a SyncVectorEnv nor an AsyncVectorEnv from
-                :func:`make_vector_env`).
+            TypeError: a sub-env without ``get_state()`` or with a wrapper whose state cannot be saved (names
+                it), a user's own AsyncVectorEnv (its workers' wrappers cannot be reached: one line naming the
+                fix, ``mode='sync'``), or a vector env whose sub-envs cannot be reached at all.
             RuntimeError: a sub-env awaits an autoreset the vector env keeps outside its sub-envs (SAME_STEP /
                 NEXT_STEP mode): call :meth:`reset_where` first.
         """
@@ -481,6 +568,7 @@ class VectorStream:
                                "await their autoreset; call reset_where(mask) before get_state()")
         base = self.venv.unwrapped
         envs = self._sub_envs()
+        wrappers = None
         if callable(getattr(base, "get_state", None)):
             states = base.get_state()
         elif envs is not None:
@@ -491,12 +579,15 @@ class VectorStream:
                     raise TypeError(f"sub-environment {i} ({_env_name(env)}) has no get_state(); it cannot be "
                                     "checkpointed")
                 states.append(get())
+        elif _lcpo_async(base):  # each worker reads its sub-env and wrappers (Gymnasium's AsyncVectorEnv.call)
+            answers = list(base.call("lcpo_get_state"))
+            for i, a in enumerate(answers):
+                if "error" in a:
+                    raise TypeError(f"sub-environment {i}: {a['error']}")
+            states = [a["env"] for a in answers]
+            wrappers = [a["wrappers"] for a in answers]
         elif isinstance(base, AsyncVectorEnv):
-            try:
-                states = list(base.call("lcpo_get_state"))
-            except Exception as exc:  # a worker's error, or a user's AsyncVectorEnv without our wrapper
-                raise TypeError(f"AsyncVectorEnv sub-environments cannot be checkpointed: "
-                                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+            raise TypeError(_ASYNC_REFUSAL.format(name=type(base).__name__))
         else:
             raise TypeError(f"vector env {type(base).__name__} has no get_state() and its sub-environments cannot "
                             "be reached; give it get_state() -> list[dict] and set_state(list[dict])")
@@ -504,15 +595,18 @@ class VectorStream:
         if envs is not None and not callable(getattr(base, "get_state", None)):
             from lcpo.envs.wrapper_state import wrappers_state
 
-            for i, env in enumerate(envs):  # e.g. a TimeLimit's step counter (issue 24 item 2), as a single run's
-                out[i]["wrappers"] = wrappers_state(env)
+            wrappers = [wrappers_state(env) for env in envs]  # e.g. a TimeLimit's counter (issue 24 item 2)
+        if wrappers is not None:
+            for i, w in enumerate(wrappers):
+                out[i]["wrappers"] = w
         return out
 
     def set_state(self, states: Sequence[dict]) -> None:
         """Restore :meth:`get_state` output (call :meth:`reset` once first, as when resuming a run).
 
         Raises:
-            ValueError: a list of the wrong length.
+            ValueError: a list of the wrong length, or saved wrappers that differ from the sub-env's (the chain,
+                or a ``TimeLimit``'s ``max_episode_steps``; :func:`lcpo.envs.wrapper_state.load_wrappers_state`).
             TypeError: as :meth:`get_state`.
         """
         if len(states) != self.num_envs:
@@ -534,9 +628,13 @@ class VectorStream:
                     from lcpo.envs.wrapper_state import load_wrappers_state
 
                     load_wrappers_state(env, states[i]["wrappers"])
+        elif _lcpo_async(base):  # per-worker states through set_attr, applied in each worker through call
+            base.set_attr("_lcpo_pending_state", [{"env": s["env"], "wrappers": s.get("wrappers")} for s in states])
+            for i, err in enumerate(base.call("lcpo_apply_pending_state")):
+                if err is not None:
+                    raise ValueError(f"sub-environment {i}: {err}")
         elif isinstance(base, AsyncVectorEnv):
-            base.set_attr("_lcpo_pending_state", env_states)
-            base.call("lcpo_apply_pending_state")
+            raise TypeError(_ASYNC_REFUSAL.format(name=type(base).__name__))
         else:
             raise TypeError(f"vector env {type(base).__name__} has no set_state() and its sub-environments cannot "
                             "be reached")

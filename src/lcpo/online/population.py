@@ -817,8 +817,19 @@ def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int):
     return best
 
 
-def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_at, on_progress, on_message,
-                    device, should_stop=None) -> list[dict]:
+def _execute_locked(*args, **kwargs) -> list[dict]:
+    """:func:`_execute_population_locked`, then the population's vector env closed whatever happened (an
+    AsyncVectorEnv's worker processes reaped)."""
+    made: list = []
+    try:
+        return _execute_population_locked(*args, made=made, **kwargs)
+    finally:
+        for pop in made:
+            pop.stream.close()
+
+
+def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_at, on_progress,
+                               on_message, device, should_stop=None, *, made: list) -> list[dict]:
     from lcpo.online.run import (STOP_POLL_STEPS, _context_names, _env_metrics, _recorded_run_length_fields,
                                  _remove_outputs, _trace_info, _write_config, resume_plan, run_summary)
     from lcpo.online.threads import limit_threads
@@ -857,11 +868,14 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
     if steps0[0] > 0:
         overrides.update(_recorded_run_length_fields(outs[0], cfgs[0]))
     pop = Population._from_configs(cfgs, device=device, overrides=overrides)
+    made.append(pop)  # closed by _execute_locked
     if cfgs[0].checkpoint_every and pop.seed_envs is not None:  # as execute: refused before the first step
         from lcpo.envs.preflight import check_checkpointable
 
         for j, cfg in enumerate(cfgs):  # the sub-environments whose wrappers a checkpoint saves
             check_checkpointable(pop.seed_envs[j], cfg.env)
+    elif cfgs[0].checkpoint_every:  # a native or a user's vector env: it, or its workers, answer for the state
+        pop.stream.check_checkpointable(cfgs[0].env)
     n = len(cfgs)
     logs, probes, snaps = [], [], []
     from lcpo.experiments.snapshots import SnapshotRecorder
