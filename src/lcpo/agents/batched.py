@@ -457,9 +457,12 @@ class BatchOnPolicyAgent(Agent):
                     p.data[rows] = flat[:, i:i + size].reshape(m, *p.shape[1:])
                     i += size
 
+        # NumPy products (plain MLPs on the CPU, lcpo.optim.fisher.mlp_fvp): each seed's CG runs in NumPy
+        row_matvecs = [getattr(f, "numpy", None) for f in fvps]
         return kl_constrained_step_batch(get_flat, set_flat, grad, fvp, surrogate, kl_fns, kl_limits,
                                          scale_kl=scale_kl, cg_iters=cg_iters, max_backtracks=max_backtracks,
-                                         accept_ratio=accept_ratio, loss_old=loss.detach().tolist())
+                                         accept_ratio=accept_ratio, loss_old=loss.detach().tolist(),
+                                         row_matvecs=row_matvecs if all(row_matvecs) else None)
 
     # -- persistence ---------------------------------------------------------------------------------
     def _check_k(self, k) -> int:

@@ -82,7 +82,10 @@ def mlp_fvp(policy: CategoricalPolicy, obs: torch.Tensor, damping: float) -> Cal
         damping: added ``damping * v`` (0.1 in the paper).
 
     Returns:
-        ``v (n,) -> (F + damping I) v (n,)`` (in ``v``'s dtype), parameters in ``policy.parameters()`` order.
+        ``v (n,) -> (F + damping I) v (n,)`` (in ``v``'s dtype), parameters in ``policy.parameters()`` order. The
+        function's attribute ``numpy`` is the same product on NumPy vectors (``(n,) -> (n,)`` new array, in the
+        policy's dtype, bit-identical to the torch form): the batched constrained step's per-seed conjugate
+        gradient calls it without any torch operation (:func:`lcpo.optim.cg.conjugate_gradient_numpy`).
     """
     if not is_plain_mlp(policy):
         raise TypeError("mlp_fvp needs a CategoricalPolicy whose body is Linear/ReLU layers")
@@ -115,8 +118,7 @@ def mlp_fvp(policy: CategoricalPolicy, obs: torch.Tensor, damping: float) -> Cal
     inv_b = dt.type(1.0 / B)
     damp = dt.type(damping)
 
-    def fvp(v: torch.Tensor) -> torch.Tensor:
-        vn = v.detach().numpy()
+    def fvp_np(vn: np.ndarray) -> np.ndarray:
         if vn.dtype != dt:
             vn = vn.astype(dt)
         out = np.empty(n, dtype=dt)
@@ -137,8 +139,12 @@ def mlp_fvp(policy: CategoricalPolicy, obs: torch.Tensor, damping: float) -> Cal
             if k > 0:
                 g = (g @ weights[k]) * masks[k - 1]
         out += damp * vn
-        return torch.from_numpy(out).to(v.dtype)
+        return out
 
+    def fvp(v: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(fvp_np(v.detach().numpy())).to(v.dtype)
+
+    fvp.numpy = fvp_np
     return fvp
 
 
