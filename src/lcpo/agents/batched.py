@@ -36,6 +36,21 @@ from lcpo.online.threads import limit_threads
 __all__ = ["BatchOnPolicyAgent"]
 
 
+class _LazyRows(Sequence):
+    """``n`` items built on access by ``build(i)`` (not kept: each access builds anew)."""
+
+    def __init__(self, n: int, build):
+        self._n, self._build = n, build
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self._build(i)
+
+
 class BatchOnPolicyAgent(Agent):
     """N independent on-policy learners with a leading seed axis (see module docstring).
 
@@ -441,10 +456,23 @@ class BatchOnPolicyAgent(Agent):
                           for p in params], dim=1)
         for p in params:
             p.grad = None
-        fvps = [make_fvp(self.actors.members[k], fvp_states[i], damping) for i, k in enumerate(seeds)]
+        built = {0: make_fvp(self.actors.members[seeds[0]], fvp_states[0], damping)}
 
-        def fvp(V: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-            return torch.stack([fvps[i](V[j]) for j, i in enumerate(r.tolist())])
+        def product(i: int):
+            """Slot ``i``'s product, built when first asked for."""
+            f = built.pop(i, None)
+            return f if f is not None else make_fvp(self.actors.members[seeds[i]], fvp_states[i], damping)
+
+        if callable(getattr(built[0], "numpy", None)):
+            # NumPy products (plain MLPs, lcpo.optim.fisher.mlp_fvp): each seed's CG runs in NumPy, its product
+            # built when its solve starts and dropped after it, so one seed's activations are held at a time
+            row_matvecs, fvp = _LazyRows(m, lambda i: product(i).numpy), None
+        else:
+            fvps = [product(i) for i in range(m)]
+            row_matvecs = None
+
+            def fvp(V: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+                return torch.stack([fvps[i](V[j]) for j, i in enumerate(r.tolist())])
 
         def get_flat() -> torch.Tensor:
             return torch.cat([p.detach()[rows].reshape(m, -1) for p in params], dim=1)
@@ -457,12 +485,10 @@ class BatchOnPolicyAgent(Agent):
                     p.data[rows] = flat[:, i:i + size].reshape(m, *p.shape[1:])
                     i += size
 
-        # NumPy products (plain MLPs on the CPU, lcpo.optim.fisher.mlp_fvp): each seed's CG runs in NumPy
-        row_matvecs = [getattr(f, "numpy", None) for f in fvps]
         return kl_constrained_step_batch(get_flat, set_flat, grad, fvp, surrogate, kl_fns, kl_limits,
                                          scale_kl=scale_kl, cg_iters=cg_iters, max_backtracks=max_backtracks,
                                          accept_ratio=accept_ratio, loss_old=loss.detach().tolist(),
-                                         row_matvecs=row_matvecs if all(row_matvecs) else None)
+                                         row_matvecs=row_matvecs)
 
     # -- persistence ---------------------------------------------------------------------------------
     def _check_k(self, k) -> int:

@@ -121,7 +121,7 @@ def kl_constrained_step(module: nn.Module, grad: torch.Tensor, fvp: Callable[[to
 
 
 def kl_constrained_step_batch(get_flat: Callable[[], torch.Tensor], set_flat: Callable[[torch.Tensor], None],
-                              grad: torch.Tensor, fvp: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                              grad: torch.Tensor, fvp: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
                               loss_fn: Callable[[], torch.Tensor],
                               kl_fns: Sequence[Callable[[], torch.Tensor]], kl_limits: Sequence[float],
                               scale_kl: float, cg_iters: int = 15, max_backtracks: int = 10,
@@ -142,7 +142,8 @@ def kl_constrained_step_batch(get_flat: Callable[[], torch.Tensor], set_flat: Ca
         get_flat: ``() -> (N, n)`` the rows' current flat parameters (a copy).
         set_flat: ``(N, n) -> None`` writes all rows' flat parameters.
         grad: ``(N, n)`` gradients of the surrogate losses (to minimise).
-        fvp: ``(V (m, n), rows (m,) int64) -> (m, n)`` damped Fisher-vector products of the rows ``rows``.
+        fvp: ``(V (m, n), rows (m,) int64) -> (m, n)`` damped Fisher-vector products of the rows ``rows`` (not
+            called, and may be None, when ``row_matvecs`` is given).
         loss_fn: ``() -> (N,)`` the surrogates at the current parameters (called under ``no_grad``).
         kl_fns: each ``() -> (N,)`` mean KLs, called right after ``loss_fn`` at the same parameters.
         kl_limits: the limit of each KL.
@@ -152,7 +153,8 @@ def kl_constrained_step_batch(get_flat: Callable[[], torch.Tensor], set_flat: Ca
         row_matvecs: optional N NumPy forms of the rows' products (``v (n,) -> A_k v (n,)``, e.g.
             :func:`lcpo.optim.fisher.mlp_fvp`'s ``.numpy``): each row's solve and ``x^T A x`` then run in NumPy
             (:func:`~lcpo.optim.cg.conjugate_gradient_numpy`, no torch operation per iteration) and ``fvp`` is
-            not called. A row's outcome never depends on the other rows either way.
+            not called. Each row's item is read once, when its solve starts (a lazy sequence may build it then).
+            A row's outcome never depends on the other rows either way.
 
     Returns:
         N :class:`StepResult`, one per row.
@@ -191,10 +193,12 @@ def kl_constrained_step_batch(get_flat: Callable[[], torch.Tensor], set_flat: Ca
             xs, oks, shs = [], [], []
             g_np = grad.detach().numpy()
             for k in rows.tolist():
-                xk, okk = conjugate_gradient_numpy(row_matvecs[k], -g_np[k], iters=cg_iters)
+                matvec = row_matvecs[k]  # read once: a lazy sequence may build the row's product here
+                xk, okk = conjugate_gradient_numpy(matvec, -g_np[k], iters=cg_iters)
                 xs.append(xk)
                 oks.append(okk)
-                shs.append(float(np.dot(xk, row_matvecs[k](xk))) if okk else math.nan)
+                shs.append(float(np.dot(xk, matvec(xk))) if okk else math.nan)
+                del matvec
             x_rows, ok = torch.from_numpy(np.stack(xs)).to(grad.dtype), oks
         else:
             xs, oks = [], []
