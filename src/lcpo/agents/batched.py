@@ -265,10 +265,12 @@ class BatchOnPolicyAgent(Agent):
         gamma = self.hp.gamma
         gammas = np.full(n, gamma, dtype=np.float64)
         masks = np.ones(n, dtype=bool)
-        for k, info in enumerate(infos):
-            if info:
-                gammas[k] = info.get("gamma", gamma)
-                masks[k] = not info.get("forced", False)
+        has = getattr(infos, "has", None)  # VectorStream's StepInfos: the N dicts are built only when needed
+        if has is None or has("gamma") or has("forced"):
+            for k, info in enumerate(infos):
+                if info:
+                    gammas[k] = info.get("gamma", gamma)
+                    masks[k] = not info.get("forced", False)
         actions = np.asarray(actions).reshape(n, self.action_dims)
         self.rollouts.add_batch(obs, actions, rewards, next_obs, terminated, truncated, gammas, masks)
         self.seed_steps += 1
