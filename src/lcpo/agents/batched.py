@@ -250,6 +250,13 @@ class BatchOnPolicyAgent(Agent):
                 of the wrong shape.
         """
         n = self.n_seeds
+        has = getattr(infos, "has", None)  # VectorStream's StepInfos: the N dicts are built only when needed
+        per_seed_info = has is None or has("gamma") or has("forced")
+        if n == 1 and len(infos) == 1 and np.shape(next_obs) == (1, self.obs_dim) and np.size(rewards) == 1:
+            # one seed: the single agent's scalar path (the same values stored, without the (1, ...) arrays)
+            return [self._observe_one(np.asarray(obs)[0], np.asarray(actions)[0], np.asarray(rewards).item(),
+                                      np.asarray(next_obs)[0], bool(np.asarray(terminated).item()),
+                                      bool(np.asarray(truncated).item()), infos[0] if per_seed_info else None)]
         rewards = np.asarray(rewards, dtype=np.float64).reshape(-1)
         next_obs = np.asarray(next_obs, dtype=np.float32)
         if rewards.shape != (n,) or next_obs.shape != (n, self.obs_dim) or len(infos) != n:
@@ -265,8 +272,7 @@ class BatchOnPolicyAgent(Agent):
         gamma = self.hp.gamma
         gammas = np.full(n, gamma, dtype=np.float64)
         masks = np.ones(n, dtype=bool)
-        has = getattr(infos, "has", None)  # VectorStream's StepInfos: the N dicts are built only when needed
-        if has is None or has("gamma") or has("forced"):
+        if per_seed_info:
             for k, info in enumerate(infos):
                 if info:
                     gammas[k] = info.get("gamma", gamma)
@@ -304,12 +310,15 @@ class BatchOnPolicyAgent(Agent):
             ValueError: on a non-finite reward or next observation (naming the value).
         """
         self._solo("observe")
-        reward = float(tr.reward)
+        return self._observe_one(tr.obs, tr.action, tr.reward, tr.next_obs, tr.terminated, tr.truncated, tr.info)
+
+    def _observe_one(self, obs, action, reward, next_obs, terminated, truncated, info) -> dict | None:
+        """:meth:`observe` of one transition given by its fields (N = 1; also :meth:`observe_batch`'s N = 1)."""
+        reward = float(reward)
         if not -F32_MAX <= reward <= F32_MAX:  # NaN, inf, or beyond float32 (lcpo.numerics.finite)
             raise reward_error(reward, f"at agent step {self.steps}")
-        if not np.isfinite(tr.next_obs).all():
-            raise ValueError(f"non-finite next_obs {np.asarray(tr.next_obs).tolist()} at agent step {self.steps}")
-        info = tr.info
+        if not np.isfinite(next_obs).all():
+            raise ValueError(f"non-finite next_obs {np.asarray(next_obs).tolist()} at agent step {self.steps}")
         gamma, mask = self.hp.gamma, True
         if info:
             gamma = info.get("gamma", gamma)
@@ -318,12 +327,12 @@ class BatchOnPolicyAgent(Agent):
         b, p = self.rollouts, int(self.rollouts.ptr[0])
         if p >= b.size:
             raise OverflowError("rollout buffer is full; call reset() after the update")
-        b.obs[0, p] = tr.obs
-        b.actions[0, p] = tr.action
+        b.obs[0, p] = obs
+        b.actions[0, p] = action
         b.rewards[0, p] = reward
-        b.next_obs[0, p] = tr.next_obs
-        b.terminated[0, p] = tr.terminated
-        b.truncated[0, p] = tr.truncated
+        b.next_obs[0, p] = next_obs
+        b.terminated[0, p] = terminated
+        b.truncated[0, p] = truncated
         b.gammas[0, p] = gamma
         b.policy_mask[0, p] = mask
         b.ptr[0] = p + 1
