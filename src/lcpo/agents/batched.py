@@ -449,7 +449,9 @@ class BatchOnPolicyAgent(Agent):
             kl_limits, scale_kl, cg_iters, max_backtracks, accept_ratio: as the single step's.
             fvp_states: per slot, the ``(B, obs_dim)`` states of its Fisher (anchors for LCPO, the batch for TRPO).
             make_fvp: ``(module, states, damping) -> fvp`` (:func:`lcpo.optim.fisher.make_fvp`; each seed's own
-                product on its own module).
+                product on its own module). When its products carry a NumPy form (``fvp.numpy``: plain MLPs),
+                each seed's conjugate gradient runs in NumPy and its product is built when its solve starts (one
+                seed's activations held at a time); otherwise all products are built and the torch solve is used.
             damping: Fisher damping.
 
         Returns:

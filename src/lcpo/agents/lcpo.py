@@ -22,8 +22,10 @@ Batch-native (:class:`~lcpo.agents.batched.BatchOnPolicyAgent`): ``LCPO.populati
 independent learners; ``LCPO(env, seed)`` is the population of one. Per seed: detector and threshold calibration,
 reservoir, anchors, temperature and its Adam, the actor's Adam (stepping only on updates without anchors). Seeds
 with anchors take the constrained step together (:func:`lcpo.optim.constrained.kl_constrained_step_batch`: CG
-with per-seed scalars until every seed has converged, a line search until the last seed accepts); the
-Fisher-vector products are each seed's own (:func:`lcpo.optim.fisher.make_fvp` on its module).
+with per-seed scalars, each seed's solve to its own convergence, a line search until the last seed accepts); the
+Fisher-vector products are each seed's own (:func:`lcpo.optim.fisher.make_fvp` on its module; for plain MLPs the
+solve runs in NumPy on :func:`lcpo.optim.fisher.mlp_fvp`'s NumPy product). The policy gradient comes from a forward
+pass on the recent batch alone; the anchors join the forward pass in the line search, where their KL is read.
 """
 
 from __future__ import annotations
