@@ -24,14 +24,21 @@ one population checkpoint (every seed's generation written, as :func:`execute_po
 ``--clock cpu`` (default) times with the process's CPU time (``time.process_time``: one thread, so what one
 core gives, robust on a shared machine where other jobs take the core away); ``--clock wall`` with wall time.
 
-``--device cuda`` puts batch-native agents' networks on the GPU (``Population(device=...)``); it is not
-measured on the development machine (no GPU); the generic path stays on the CPU.
+``--device cuda`` (or ``cuda:N``, any torch device string; issue 26 item 6) adds a ``device`` path: the
+batch-native population on that device (``Population(device=...)``: stacked networks, Adam state and update
+tensors there, acting in torch there, the windy Pendulum vector env in its torch backend there), timed beside
+the CPU paths in the same rounds; the clock is then wall time (GPU work is not process CPU time; every step
+waits for its actions, so no work is left in flight when the clock stops), and ``--memory`` also reports the
+device's peak allocated memory. Not measured yet: the development machine has no GPU. ``--device-path`` runs
+the device code path on the CPU instead (what a GPU runs: torch acting, the torch env backend, autograd
+Fisher-vector products; :func:`lcpo.online.device.host_kernels` forced False) to show that it works and what it
+costs there.
 
 Usage::
 
     python benchmarks/population.py [--agents a2c lcpo] [--sizes 1 4 16 64] [--steps 2000] [--warmup 400]
-        [--repeats 1] [--paths solo generic batch] [--device cpu|cuda] [--one-seed ROUNDS] [--memory]
-        [--json out.json]
+        [--repeats 1] [--paths solo generic batch device] [--device cpu|cuda|cuda:N] [--device-path]
+        [--one-seed ROUNDS] [--memory] [--json out.json]
 """
 
 from __future__ import annotations
@@ -87,6 +94,7 @@ def population_rate(agent: str, n: int, steps: int, warmup: int, repeats: int, b
         pop.learn(warmup)
         t = CLOCK()
         pop.learn(steps)
+        _sync(device)
         best = max(best, n * steps / (CLOCK() - t))
     return best
 
@@ -119,6 +127,12 @@ def one_seed_side_by_side(agent: str, steps: int, warmup: int, rounds: int) -> d
     return {"solo_best": max(solo), "solo_median": float(np.median(solo)),
             "population_of_one_best": max(one), "population_of_one_median": float(np.median(one)),
             "rounds": rounds, "steps_per_round": steps}
+
+
+def _sync(device: str) -> None:
+    """Wait for the device's queued work (CUDA); nothing on the CPU."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
 
 
 def memory(seeds: int, reservoir: int, steps: int, batch: bool, device: str) -> dict:
@@ -155,11 +169,29 @@ def memory(seeds: int, reservoir: int, steps: int, batch: bool, device: str) -> 
         ckpt_s = time.perf_counter() - t
         ckpt_bytes = sum(f.stat().st_size for f in __import__("pathlib").Path(tmp).rglob("*") if f.is_file())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"seeds": seeds, "reservoir": reservoir, "path": "batch" if batch else "generic",
+    extra = {}
+    if device.startswith("cuda") and batch:
+        extra["device_peak_allocated_mib"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+    return {**extra, "device": device if batch else "cpu", "seeds": seeds, "reservoir": reservoir,
+            "path": "batch" if batch else "generic",
             "rss_start_mib": round(before / 2**20, 1), "rss_full_mib": round(full / 2**20, 1),
             "rss_after_updates_mib": round(after / 2**20, 1), "peak_rss_mib_incl_checkpoint": round(peak / 2**20, 1),
             "checkpoint_s": round(ckpt_s, 1), "checkpoint_mib": round(ckpt_bytes / 2**20, 1),
             "reservoir_bytes_mib": round(sum(r.data.nbytes for r in reservoirs) / 2**20, 1)}
+
+
+def device_rate(agent: str, n: int, args) -> float:
+    """The batch-native population on ``args.device`` (or the device code path on the CPU, ``--device-path``)."""
+    if args.device != "cpu":
+        return population_rate(agent, n, args.steps, args.warmup, 1, True, args.device)
+    import lcpo.online.device as device_mod
+
+    real = device_mod.host_kernels
+    device_mod.host_kernels = lambda device: False
+    try:
+        return population_rate(agent, n, args.steps, args.warmup, 1, True, "cpu")
+    finally:
+        device_mod.host_kernels = real
 
 
 def main() -> None:
@@ -170,8 +202,14 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=2000, help="timed steps per seed")
     p.add_argument("--warmup", type=int, default=400, help="untimed steps per seed first")
     p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--paths", nargs="+", default=["solo", "generic", "batch"], choices=["solo", "generic", "batch"])
-    p.add_argument("--device", default="cpu", help="cpu (default) or cuda: batch-native networks' device")
+    p.add_argument("--paths", nargs="+", default=["solo", "generic", "batch", "device"],
+                   choices=["solo", "generic", "batch", "device"],
+                   help="device: the batch-native population on --device (only with --device other than cpu, "
+                        "or --device-path)")
+    p.add_argument("--device", default="cpu",
+                   help="cpu (default), cuda, cuda:N or another torch device: the device path's device")
+    p.add_argument("--device-path", action="store_true",
+                   help="time the device code path on the CPU (torch acting, torch env, autograd Fisher products)")
     p.add_argument("--one-seed", type=int, default=0, metavar="ROUNDS",
                    help="also time a population of one against the single run side by side in one process, "
                         "this many alternating rounds of --steps steps (after --warmup)")
@@ -188,19 +226,29 @@ def main() -> None:
                    help="cpu: process CPU time (robust on a shared machine); wall: wall-clock time")
     p.add_argument("--json", default=None)
     args = p.parse_args()
+    from lcpo.online.device import resolve_device
+
+    try:
+        args.device = str(resolve_device(args.device, "--device"))
+    except ValueError as exc:
+        raise SystemExit(f"benchmarks/population.py: {exc}") from None
+    on_device = args.device != "cpu" or args.device_path
+    if args.device != "cpu" and args.clock == "cpu":
+        args.clock = "wall"  # GPU time is not this process's CPU time
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     TRACE, TRACE_LENGTH = args.trace, args.trace_length
     if args.batch_native:
         import lcpo.agents.population as agent_pop
 
         agent_pop.BATCH_NATIVE = frozenset(agent_pop.BATCH_NATIVE | set(args.batch_native))
-    if args.device != "cpu" and not torch.cuda.is_available():
-        raise SystemExit(f"--device {args.device}: no GPU here (torch.cuda.is_available() is False)")
     import lcpo.agents.population as agent_pop
 
     BATCH_NATIVE = agent_pop.BATCH_NATIVE
-    results: dict = {"device": args.device, "steps": args.steps, "warmup": args.warmup, "clock": args.clock,
-                     "rates": {}}
+    label = args.device if args.device != "cpu" else "cpu, device code path"
+    results: dict = {"device": args.device, "device_path_on_cpu": bool(args.device_path), "steps": args.steps,
+                     "warmup": args.warmup, "clock": args.clock, "rates": {}}
+    if args.device.startswith("cuda"):
+        results["device_name"] = torch.cuda.get_device_name(args.device)
     print(f"env steps/s in all, one thread, {ENV} trace {TRACE}, {args.steps} timed steps per seed after "
           f"{args.warmup}; best of {args.repeats}; {args.clock} clock; load average {os.getloadavg()[0]:.1f}; "
           f"batch-native: {sorted(BATCH_NATIVE) or 'none'}\n")
@@ -209,7 +257,9 @@ def main() -> None:
     for agent in args.agents:
         if "solo" in args.paths:
             jobs.append((agent, "solo", 1))
-        for path in ("generic", "batch"):
+        for path in ("generic", "batch", "device"):
+            if path == "device" and not on_device:
+                continue
             if path in args.paths and (path == "generic" or agent in BATCH_NATIVE):
                 jobs += [(agent, path, n) for n in args.sizes]
     best: dict = {}
@@ -217,18 +267,21 @@ def main() -> None:
         for agent, path, n in jobs:
             if path == "solo":
                 r = solo_rate(agent, args.steps, args.warmup, 1)
+            elif path == "device":
+                r = device_rate(agent, n, args)
             else:
-                r = population_rate(agent, n, args.steps, args.warmup, 1, path == "batch", args.device)
+                r = population_rate(agent, n, args.steps, args.warmup, 1, path == "batch", "cpu")
             best[(agent, path, n)] = max(best.get((agent, path, n), 0.0), r)
     print(header + "\n|" + "---|" * (2 + len(args.sizes)))
     for agent in args.agents:
-        for path in ("solo", "generic", "batch"):
+        for path in ("solo", "generic", "batch", "device"):
             row = {n: best[(agent, path, n)] for n in args.sizes if (agent, path, n) in best}
             if not row:
                 continue
             results["rates"][f"{agent}/{path}"] = row
             cells = [f"{row[n]:,.0f}" if n in row else "" for n in args.sizes]
-            print(f"| {agent} | {'solo (single run)' if path == 'solo' else path} | " + " | ".join(cells) + " |")
+            name = {"solo": "solo (single run)", "batch": "batch (cpu)", "device": f"batch ({label})"}.get(path, path)
+            print(f"| {agent} | {name} | " + " | ".join(cells) + " |")
     if args.one_seed:
         results["one_seed"] = {}
         print("\n| agent | single run: best (median) | population of one: best (median) |\n|---|---|---|")

@@ -11,19 +11,20 @@ Modes:
 
 - ``single``: today's single agent, ``agent.act(obs)`` / ``agent.observe(Transition)`` per step (N = 1). Works
   against any lcpo tree, e.g. ``PYTHONPATH=/work/main/src`` for the code before the seed axis;
-- ``population`` (``--anchors``: LCPO's reservoirs pre-filled with 2,000 strong-wind states, so that every
-  update takes the constrained step, the worst case): ``lcpo.agents.population.make_population(name, env, range(N))`` stepped with
+- ``population`` (``--anchors``: LCPO's and LCPO-P's reservoirs pre-filled with 2,000 strong-wind states, so that
+  every update takes the constrained step or the anchor penalty, the worst case): ``lcpo.agents.population.make_population(name, env, range(N))`` stepped with
   ``act_batch`` / ``observe_batch`` (batch-native where ``BATCH_NATIVE`` lists the agent, else the generic
   loop).
 
 The figure is environment steps per second in all (N seed-steps per population step), best of ``--repeats``;
 the timed window holds at least three rollouts of the agent (updates included) after a warm-up of at least one. ``--fvp`` also prints the Fisher-vector products' achieved GFLOP/s
-(:func:`fvp_gflops`) at each N.
+(:func:`fvp_gflops`) at each N. ``--cpu-time`` times with the process's CPU time instead of wall time (on a
+machine whose cores other jobs share, what one core gives).
 
 Usage::
 
     python benchmarks/population_agents.py [--agents a2c lcpo] [--sizes 1 4 16 64] [--steps 4000]
-        [--repeats 2] [--modes single population] [--json out.json]
+        [--repeats 2] [--modes single population] [--cpu-time] [--json out.json]
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ torch.set_num_threads(1)
 
 #: ``--anchors``: pre-fill LCPO's reservoirs with out-of-distribution states (every update constrained)
 ANCHORS = False
+#: the clock of every figure: wall time (default) or, with ``--cpu-time``, this process's CPU time (what one core
+#: gives, when other jobs share the machine's cores)
+CLOCK = time.perf_counter
 
 
 class ArrayPendulum:
@@ -131,9 +135,9 @@ def time_single(name: str, steps: int, warmup: int, wind) -> float:
             obs = reset_obs[0]
 
     run(warmup)
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     run(steps)
-    return steps / (time.perf_counter() - t0)
+    return steps / (CLOCK() - t0)
 
 
 def time_population(name: str, n: int, steps: int, warmup: int, wind) -> tuple[float, float]:
@@ -175,9 +179,9 @@ def time_population(name: str, n: int, steps: int, warmup: int, wind) -> tuple[f
     rollout = int(getattr(pop.hp, "rollout_steps", 1))
     rounds = max(1, steps // n, 3 * rollout)
     run(max(1, warmup // n, rollout))
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     run(rounds, count=True)
-    return rounds * n / (time.perf_counter() - t0), (counts[1] / counts[0] if counts[0] else math.nan)
+    return rounds * n / (CLOCK() - t0), (counts[1] / counts[0] if counts[0] else math.nan)
 
 
 def time_env(n: int, steps: int, wind) -> float:
@@ -185,10 +189,10 @@ def time_env(n: int, steps: int, wind) -> float:
     env = ArrayPendulum(n, wind)
     acts = np.random.default_rng(0).integers(0, 15, size=(64, n, 1))
     rounds = max(1, steps // n)
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     for i in range(rounds):
         env.step(acts[i % 64])
-    return rounds * n / (time.perf_counter() - t0)
+    return rounds * n / (CLOCK() - t0)
 
 
 def fvp_gflops(n: int, repeats: int = 5) -> float:
@@ -197,8 +201,9 @@ def fvp_gflops(n: int, repeats: int = 5) -> float:
     As LCPO's update computes them: each seed's own product (:func:`lcpo.optim.fisher.make_fvp` on its member
     module of a ``(64, 64)`` MLP policy, 15 bins) on 200 anchor states, applied to one vector per seed, 16 products
     per seed (15 CG iterations and ``x^T A x``), seed by seed, in the form the step calls (the NumPy product where
-    the tree has one), timed with the process's CPU time (robust on a shared machine). FLOPs per product: ``8 B sum(in * out) - 4 B in_0 out_0`` (the
-    forward-mode pass and the backward pass, two GEMMs per layer each, none for the input's Jacobian).
+    the tree has one), timed with the script's clock (``--cpu-time``: the process's CPU time). FLOPs per product:
+    ``8 B sum(in * out) - 4 B in_0 out_0`` (the forward-mode pass and the backward pass, two GEMMs per layer each,
+    none for the input's Jacobian).
     """
     from lcpo.agents.nets import CategoricalPolicy
     from lcpo.agents.stacked import SeedStack
@@ -220,11 +225,11 @@ def fvp_gflops(n: int, repeats: int = 5) -> float:
     calls = [(f.numpy, v.numpy()) if callable(getattr(f, "numpy", None)) else (f, v) for f, v in zip(fvps, V)]
     best = math.inf
     for _ in range(repeats):
-        t0 = time.process_time()
+        t0 = CLOCK()
         for f, v in calls:  # seed-major, as kl_constrained_step_batch runs each seed's CG to its end
             for _ in range(16):
                 f(v)
-        best = min(best, time.process_time() - t0)
+        best = min(best, CLOCK() - t0)
     return 16 * n * flops / best / 1e9
 
 
@@ -238,16 +243,18 @@ def main(argv=None) -> None:
     p.add_argument("--modes", nargs="+", default=["single", "population"], choices=["single", "population"])
     p.add_argument("--fvp", action="store_true", help="also measure the Fisher-vector product's GFLOP/s")
     p.add_argument("--anchors", action="store_true",
-                   help="pre-fill LCPO's reservoirs with OOD states so that every update is constrained")
+                   help="pre-fill LCPO's and LCPO-P's reservoirs with OOD states so that every update is constrained")
+    p.add_argument("--cpu-time", action="store_true", help="time with the process's CPU time, not wall time")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
-    global ANCHORS
+    global ANCHORS, CLOCK
     ANCHORS = args.anchors
+    CLOCK = time.process_time if args.cpu_time else time.perf_counter
     wind = _wind()
     import lcpo
 
     print(f"lcpo from {os.path.dirname(lcpo.__file__)}; torch {torch.__version__}, 1 thread; "
-          f"{args.steps} timed steps, best of {args.repeats}")
+          f"{args.steps} timed steps, best of {args.repeats}; {'process CPU' if args.cpu_time else 'wall'} time")
     results: dict[str, dict[str, float]] = {}
     constrained: dict[str, dict[str, float]] = {}
     for name in args.agents:

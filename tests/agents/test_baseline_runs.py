@@ -9,8 +9,8 @@ from lcpo.contexts import resolve_trace
 from lcpo.envs.registration import make_env
 from lcpo.online.run import RunConfig, execute
 from lcpo.online.threads import limit_threads
+from summaries import comparable
 
-VOLATILE = {"wall_time_s", "steps_per_s", "resumed_from"}
 TRACE = resolve_trace("wind-3", length=20_000)
 
 #: small but non-trivial settings: every agent updates (or trains) several times within 3,000 steps
@@ -32,7 +32,7 @@ def _one_thread():
 
 
 def _stable(summary):
-    return {k: v for k, v in summary.items() if k not in VOLATILE}
+    return comparable(summary, "resumed_from")
 
 
 @pytest.mark.parametrize("agent", list(OVERRIDES))

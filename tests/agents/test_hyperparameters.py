@@ -105,6 +105,24 @@ def test_self_checked_ranges_are_enforced_by_the_agent(agent, overrides, fragmen
         AGENTS[agent](env, seed=0, **overrides)
 
 
+@pytest.mark.parametrize("agent, field, minimum", [
+    ("clear", "replay_window", 1), ("clear", "replay_windows", 0), ("ogd", "directions_per_episode", 1),
+    ("ptdqn", "permanent_steps", 1), ("ddqn", "learning_starts", 1), ("sac", "gradient_steps", 1),
+    ("ewc", "fisher_every", 1), ("mbpo", "rollout_length", 1), ("mbcd", "window", 1),
+    ("mbcd", "calibration_steps", 2),
+])
+def test_integer_ranges_of_a_hyperparameter_dataclass_are_enforced_by_the_agent(agent, field, minimum):
+    """A dataclass passed as ``hparams=`` is not re-checked by ``resolve_hyperparameters``; the agent's own
+    rule (``lcpo.agents.base.require_ints``) names the field, its minimum and the value."""
+    from lcpo.envs import make_env
+
+    cls = AGENTS[agent]
+    hp = dataclasses.replace(cls.Hyperparameters(), **{field: minimum - 1})
+    with pytest.raises(ValueError, match=f"^hyperparameter {field} must be an integer >= {minimum}, "
+                                         f"got {minimum - 1}$"):
+        cls(make_env("lcpo/WindyPendulum-v0", trace="zero"), seed=0, hparams=hp)
+
+
 def test_infinite_allowed_only_where_the_default_is_infinite():
     tab = AGENTS["tabular-a2c"].Hyperparameters
     assert math.isinf(tab().max_grad_norm)

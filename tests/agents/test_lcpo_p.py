@@ -39,7 +39,8 @@ def test_anchor_term_gradient_is_zero_at_old_parameters_and_nonzero_after_one_st
     # analytic: d/dtheta sum_a p_old log p_theta = sum_a p_old (dz_a - sum_b p_theta dz_b) = 0 at p_theta = p_old
     assert float(g0.abs().max()) < 1e-6
     # one Adam step on an unrelated loss (push toward bin 0 everywhere), then the term pulls back
-    opt = torch.optim.Adam(agent.actor.parameters(), lr=1e-2)
+    # (on the stacked (1, ...) parameters: the actor module's own parameters are views whose gradients move there)
+    opt = torch.optim.Adam(agent.actors.parameters(), lr=1e-2)
     opt.zero_grad()
     (-agent.actor.log_probs(anchors)[:, :, 0].mean()).backward()
     opt.step()

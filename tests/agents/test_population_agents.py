@@ -524,3 +524,196 @@ def test_trpo_population_seed_equals_solo_run_bit_for_bit():
     drive(other, [_env(), _env(scale=0.5), _env()], 2400, seeds)
     for k in (0, 2):
         assert_states_equal(pop.seed_state_dict(k), other.seed_state_dict(k))
+
+
+# -- PPO and LCPO-P --------------------------------------------------------------------------------------------
+PPO_KW = dict(hidden=(32, 32))
+
+
+@pytest.mark.parametrize("kw", [dict(epochs=12, actor_lr=2e-3), dict(minibatch_size=64, epochs=4, actor_lr=3e-3)],
+                         ids=["full-batch", "minibatches"])
+def test_ppo_population_seed_equals_solo_run_bit_for_bit(kw):
+    """PPO population of seeds [0, 3, 7], 600 steps (3 updates): each seed's actions, rewards, diagnostics
+    (iterations, early stop, KL, clip fraction) and final state equal its solo run bit for bit, with full-batch
+    epochs (a larger learning rate, so that seeds stop on KL after different numbers of iterations in the same
+    update: the per-seed early stop is a mask) and with 64-state minibatches (each seed shuffles with its own
+    ``buffer`` generator, only while it still steps). Why: the reasons of the A2C test; the advantage statistics,
+    surrogate, KL and stop test are per-seed arithmetic, and the seeds still stepping run as compact copies of
+    their rows (the same kernels per row, the same Adam arithmetic) written back when a seed stops."""
+    from lcpo.agents import PPO
+
+    kw = dict(PPO_KW, **kw)
+    seeds = [0, 3, 7]
+    pop = PPO.population(_env(), seeds, **kw)
+    totals, diags, acts = drive(pop, [_env() for _ in seeds], 600, seeds)
+    iters = np.array([[d["train/iterations"] for d in ds] for ds in diags])  # (seeds, updates)
+    assert iters.shape == (3, 3) and pop.early_stops.sum() >= 2
+    assert any(len(set(col)) > 1 for col in iters.T)  # seeds stopped at different iterations in one update
+    for k, s in enumerate(seeds):
+        solo = PPO(_env(), seed=s, **kw)
+        t1, d1, a1 = drive(solo, [_env()], 600, [s])
+        np.testing.assert_array_equal(a1[:, 0], acts[:, k])
+        assert t1[0] == totals[k] and d1[0] == diags[k]
+        assert_states_equal(solo.state_dict(), pop.seed_state_dict(k))
+
+
+def test_ppo_changing_one_seeds_env_leaves_the_others_bit_identical():
+    from lcpo.agents import PPO
+
+    kw = dict(PPO_KW, minibatch_size=100, epochs=4)
+    seeds = [0, 1, 2]
+    base = PPO.population(_env(), seeds, **kw)
+    drive(base, [_env() for _ in seeds], 600, seeds)
+    other = PPO.population(_env(), seeds, **kw)
+    drive(other, [_env(), _env(scale=0.5), _env()], 600, seeds)  # seed 1 in half the wind
+    for k in (0, 2):
+        assert_states_equal(base.seed_state_dict(k), other.seed_state_dict(k))
+    assert not torch.equal(base.actors.params[0][1], other.actors.params[0][1])
+
+
+def test_ppo_one_seeds_huge_gradient_and_early_stop_leave_another_seeds_update():
+    """Seed 1 sees rewards of 1e6 (no return normaliser: its gradients are huge and clipped) and observations
+    1,000 times larger (one Adam step moves its logits far: its KL crosses ``max_kl`` at the first step); seed 0
+    runs all its epochs, and its parameters, both Adams' step counts and its diagnostics equal its solo run's
+    exactly."""
+    from lcpo.agents import PPO
+    from lcpo.online.loop import Transition
+
+    kw = dict(PPO_KW, normalize_returns=False, normalize_advantages=False, rollout_steps=50, epochs=5)
+    env = _env()
+    pop = PPO.population(env, [0, 1], **kw)
+    solo = PPO(env, seed=0, **kw)
+    obs = np.random.default_rng(0).normal(size=(50, 2, 9)).astype(np.float32)
+    obs[:, 1] *= 1000.0
+    for t in range(50):
+        a = pop.act_batch(obs[t])
+        assert np.array_equal(solo.act(obs[t][0]), a[0])
+        r = np.array([-1.0 + 0.1 * (t % 3), 1e6 * (t % 2 - 0.5)])
+        out = pop.observe_batch(obs[t], a, r, obs[t], np.zeros(2, bool), np.zeros(2, bool), [{}, {}])
+        d0 = solo.observe(Transition(obs[t][0], a[0], float(r[0]), obs[t][0], False, False, {}))
+    assert out[0] == d0 and out[1]["train/iterations"] == 1.0 and out[1]["train/early_stop"] == 1.0
+    assert d0["train/iterations"] == 5.0 and d0["train/early_stop"] == 0.0
+    assert pop.actor_opt.steps.tolist() == [5, 1] and pop.critic_opt.steps.tolist() == [5, 1]
+    assert_states_equal(solo.state_dict(), pop.seed_state_dict(0))
+
+
+def test_ppo_solo_state_loads_into_a_slot_mid_rollout_and_continues_as_the_solo_run():
+    """A solo PPO run's state after 290 steps (mid-rollout, minibatches) loaded into slot 1: that slot updates at
+    other steps than slots 0 and 2 and continues exactly as the solo run; the population state round-trips."""
+    from lcpo.agents import PPO
+
+    kw = dict(PPO_KW, minibatch_size=64, epochs=3)
+    solo = PPO(_env(), seed=5, **kw)
+    drive(solo, [_env()], 290, [5])
+    pop = PPO.population(_env(), [0, 5, 2], **kw)
+    pop.load_seed_state_dict(1, solo.state_dict())
+    assert_states_equal(pop.seed_state_dict(1), solo.state_dict())
+    totals, diags, acts = drive(pop, [_env(), _env(), _env()], 500, [0, 11, 2])
+    t1, d1, a1 = drive(solo, [_env()], 500, [11])
+    np.testing.assert_array_equal(a1[:, 0], acts[:, 1])
+    assert d1[0] == diags[1] and len(diags[1]) == 2 and len(diags[0]) == 2
+    assert_states_equal(solo.state_dict(), pop.seed_state_dict(1))
+    twin = PPO.population(_env(), [0, 5, 2], **kw)
+    twin.load_state_dict(pop.state_dict())
+    assert_states_equal(twin.state_dict(), pop.state_dict())
+
+
+LCPOP_KW = dict(hidden=(32, 32), reservoir_size=2000, minibatch_size=100, epochs=4)
+
+
+def test_lcpo_p_population_seed_equals_solo_and_seeds_without_anchors_stay_plain_ppo():
+    """LCPO-P population of seeds [0, 1, 2], 1,200 steps on the windy Pendulum: seeds 0 and 2 take anchored
+    updates (the penalty term) while seed 1, in a wind-free copy of the trace, never finds anchors, in the same
+    updates. Every seed equals its solo run bit for bit (actions, rewards, diagnostics incl. ``train/kl_anchor``,
+    state incl. reservoir and detector): the anchored seeds are not disturbed by a plain one and the plain seed's
+    penalty is absent (exactly zero), not a small number."""
+    from lcpo.agents import LCPOP
+
+    seeds = [0, 1, 2]
+    mixed = LCPOP.population(_env(), seeds, **LCPOP_KW)
+    envs = [_env(), _env(scale=0.0 + 1e-12), _env()]
+    totals, diags, acts = drive(mixed, envs, 1200, seeds)
+    assert mixed.constrained_updates[0] > 0 and mixed.constrained_updates[2] > 0
+    assert mixed.constrained_updates[1] == 0 and not any("train/kl_anchor" in d for d in diags[1])
+    assert any(d0["train/constrained"] and not d1["train/constrained"] for d0, d1 in zip(diags[0], diags[1]))
+    for k, s in enumerate(seeds):
+        solo = LCPOP(_env(), seed=s, **LCPOP_KW)
+        t1, d1, a1 = drive(solo, [_env(scale=0.0 + 1e-12) if k == 1 else _env()], 1200, [s])
+        np.testing.assert_array_equal(a1[:, 0], acts[:, k])
+        assert t1[0] == totals[k] and d1[0] == diags[k]
+        assert_states_equal(solo.state_dict(), mixed.seed_state_dict(k))
+
+
+def test_ppo_population_of_one_is_the_pre_seed_axis_ppo():
+    """``PPO(env, seed)`` against the PPO before the seed axis (``nn.Module`` actor and critic, ``torch.optim.Adam``,
+    ``clip_grad_norm_``, ``torch.log_softmax``, rebuilt here on :class:`OnPolicyAgent`) fed the same transitions,
+    resynchronised to the new agent's state after every update so that each update is compared from the same
+    start: the same number of iterations and the same early-stop decision every update, and parameters within
+    1e-6 relative (+1e-7 absolute) after each update of up to 30 Adam steps (not bitwise: batched GEMMs,
+    ``logsumexp`` and the row-wise reductions round differently)."""
+    from lcpo.agents import PPO
+    from lcpo.agents.base import OnPolicyAgent
+    from lcpo.agents.nets import CategoricalPolicy
+    from lcpo.agents.ppo import clipped_surrogate
+    from lcpo.online.loop import Transition
+
+    class OldPPO(OnPolicyAgent):
+        name = "ppo"
+        Hyperparameters = PPO.Hyperparameters
+
+        def __init__(self, env, seed=0, **kw):
+            super().__init__(env, seed, **kw)
+            self.early_stops = 0
+
+        def update(self):
+            hp = self.hp
+            b = self._batch()
+            obs, actions, adv, mask, ret = b["obs"], b["actions"], b["adv"], b["mask"], b["ret"]
+            a = adv[mask > 0]
+            adv = torch.where(mask > 0, (adv - a.mean()) / (a.std() + 1e-8), torch.zeros(()))
+            with torch.no_grad():
+                logp_old_all = self.actor.log_probs(obs)
+                logp_old = CategoricalPolicy.log_prob_of(logp_old_all, actions)
+            steps, stopped = 0, False
+            for _ in range(hp.epochs):
+                self._critic_step(obs, ret)
+                logp = CategoricalPolicy.log_prob_of(self.actor.log_probs(obs), actions)
+                loss = clipped_surrogate(logp, logp_old, adv, hp.clip, mask)
+                self.actor_opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.actor.parameters(), hp.max_grad_norm)
+                self.actor_opt.step()
+                steps += 1
+                with torch.no_grad():
+                    kl = float(CategoricalPolicy.kl(logp_old_all, self.actor.log_probs(obs)).mean())
+                if kl > hp.max_kl:
+                    stopped = True
+                    break
+            self.early_stops += int(stopped)
+            return {"train/iterations": float(steps), "train/early_stop": float(stopped), "train/kl": kl}
+
+        def load_state_dict(self, state):
+            super().load_state_dict(state)
+            self.early_stops = int(state["early_stops"])
+
+    env = _env()
+    new, old = PPO(env, seed=4, **PPO_KW), OldPPO(env, seed=4, **PPO_KW)
+    e = _env()
+    obs, _ = e.reset(seed=4)
+    compared = 0
+    for t in range(800):
+        a = new.act(obs)
+        nxt, r, term, trunc, info = e.step(a)
+        tr = Transition(obs, a, float(r), nxt, term, trunc, info)
+        d_new, d_old = new.observe(tr), old.observe(tr)
+        if d_new is not None:
+            assert (d_new["train/iterations"], d_new["train/early_stop"]) == \
+                (d_old["train/iterations"], d_old["train/early_stop"]), t
+            assert d_new["train/kl"] == pytest.approx(d_old["train/kl"], rel=1e-3)
+            for net in ("actor", "critic"):
+                for (name, p), q in zip(getattr(old, net).named_parameters(), getattr(new, net).parameters()):
+                    torch.testing.assert_close(q, p, rtol=1e-6, atol=1e-7, msg=f"{net}.{name} at step {t}")
+            old.load_state_dict(new.state_dict())  # the next update starts from the same state
+            compared += 1
+        obs = e.reset()[0] if term or trunc else nxt
+    assert compared == 4 and new.early_stops > 0

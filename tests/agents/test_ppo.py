@@ -136,13 +136,13 @@ def test_update_ignores_the_advantages_of_forced_steps(cls_name, monkeypatch):
             obs = env.reset()[0] if te or tr else nobs
         batch_fn = agent._batch
 
-        def patched():
-            b = batch_fn()
+        def patched(idx):  # the batch of the seed slots idx: (1, T) tensors for the single agent
+            b = batch_fn(idx)
             if forced_adv is not None:
                 b["adv"] = torch.where(b["mask"] > 0, b["adv"], torch.full_like(b["adv"], forced_adv))
             if bump_unmasked:
                 b["adv"] = b["adv"].clone()
-                b["adv"][1] += 3.0
+                b["adv"][0, 1] += 3.0
             return b
 
         monkeypatch.setattr(agent, "_batch", patched)

@@ -3,15 +3,15 @@
 import json
 
 from lcpo.cli.main import main
+from summaries import comparable
 
 COMMON = ["--trace", "wind-3", "--trace-length", "4000", "--set", "reservoir_size=500", "--checkpoint-every", "300",
           "--no-progress"]
 
 
 def _stable(summary: dict) -> dict:
-    """The summary without what differs between identical runs (wall time, speed, resume history)."""
-    drop = {"wall_time_s", "steps_per_s", "resumed_from", "versions"}
-    return {k: v for k, v in summary.items() if k not in drop}
+    """The summary without what differs between identical runs (wall time, speed, code record, resume history)."""
+    return comparable(summary, "resumed_from", "versions")
 
 
 def _summary(folder) -> dict:

@@ -145,6 +145,33 @@ def test_a_wrapper_whose_state_is_not_saved_is_refused_before_the_run_naming_it(
     assert main(argv + ["--checkpoint-every", "0"]) == 0
 
 
+@pytest.mark.parametrize("population", [False, True], ids=["single", "population"])
+def test_the_library_refuses_an_unsaved_wrapper_before_the_first_step(user_env, monkeypatch, population):
+    """``execute`` and ``execute_population`` (no CLI preflight) refuse checkpoints of an env whose wrapper
+    state would be lost, in one line naming the wrapper, before any step (the loops' ``run`` is never called)
+    and leaving no folder behind. Before, the refusal came at the first checkpoint, 50 steps in (a TypeError)."""
+    from lcpo.online.loop import OnlineLoop
+    from lcpo.online.population import PopulationLoop, execute_population
+
+    def no_step(self, until_step):
+        raise AssertionError("a step was taken before the refusal")
+
+    monkeypatch.setattr(OnlineLoop, "run", no_step)
+    monkeypatch.setattr(PopulationLoop, "run", no_step)
+    cfgs = [RunConfig(env="byo_tl:with_statistics", agent="a2c", steps=100, seed=s, checkpoint_every=50)
+            for s in (1, 2)]
+    outs = [user_env / "runs" / f"s{s}" for s in (1, 2)]
+    with pytest.raises(ValueError) as info:
+        if population:
+            execute_population(cfgs, outs)
+        else:
+            execute(cfgs[0], outs[0])
+    msg = str(info.value)
+    assert "\n" not in msg and msg.startswith("environment 'byo_tl:with_statistics' cannot be checkpointed: its "
+                                              "wrapper(s) gymnasium.wrappers.common.RecordEpisodeStatistics hold")
+    assert not (user_env / "runs").exists()
+
+
 def test_a_wrapper_with_its_own_state_methods_is_saved():
     class Counting(gym.Wrapper):
         def __init__(self, env):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from lcpo.agents import AGENTS
-from lcpo.numerics.finite import F32_MAX, check_finite, check_reward, to_float32
+from lcpo.numerics.finite import F32_MAX, check_finite, check_reward, check_transition, to_float32
 from lcpo.numerics.normalize import ReturnNormalizer
 from lcpo.online.loop import OnlineLoop
 
@@ -50,6 +50,26 @@ def test_check_reward_bounds_and_messages():
                       (math.nan, "non-finite reward nan at step 7"), (math.inf, "non-finite reward inf at step 7")):
         with pytest.raises(ValueError, match=re.escape(text)):
             check_reward(bad, "at step 7")
+
+
+def test_check_transition_refuses_a_bad_reward_or_next_observation():
+    check_transition(F32_MAX, np.zeros(3, np.float32), "at agent step 4")
+    with pytest.raises(ValueError, match=re.escape("reward 1e+39 at agent step 4 is beyond the float32 range")):
+        check_transition(1e39, np.zeros(3), "at agent step 4")
+    with pytest.raises(ValueError, match=re.escape("non-finite next_obs [0.0, nan] at agent step 4")):
+        check_transition(1.0, np.array([0.0, np.nan]), "at agent step 4")
+
+
+@pytest.mark.parametrize("name", ["a2c", "clear", "ddqn"])
+def test_observe_refuses_a_non_finite_next_observation_naming_the_step(name):
+    from lcpo.online.loop import Transition
+
+    env = BigRewardEnv(1.0)
+    agent = AGENTS[name](env, seed=0)
+    obs, _ = env.reset(seed=0)
+    bad = np.array([0.0, np.inf], np.float32)
+    with pytest.raises(ValueError, match=re.escape("non-finite next_obs [0.0, inf] at agent step 0")):
+        agent.observe(Transition(obs, agent.act(obs), 0.0, bad, False, False, {}))
 
 
 def test_to_float32_names_the_step_and_value_of_the_first_overflow():
@@ -130,3 +150,17 @@ def test_normaliser_refuses_returns_whose_variance_overflows_float64():
     big = ReturnNormalizer()
     big.update(np.array([1e150, -1e150]))  # variance 1e300: large, finite, kept
     assert big.scale == pytest.approx(1e150, rel=1e-4)
+
+
+@pytest.mark.parametrize("replay", [0, 10])
+def test_clear_vtrace_value_loss_overflowing_float32_stops_the_update(replay):
+    """CLEAR: rewards of 1e20 give finite V-trace targets (about 1e21) whose squared error overflows float32;
+    the update names the V-trace value loss and the agent step, before any weight changes or the rollout enters
+    the replay buffer (without the check the critic's weights turned NaN)."""
+    agent = AGENTS["clear"](BigRewardEnv(1e20, at=50), seed=0, normalize_returns=False, replay_windows=replay)
+    before = {k: v.clone() for k, v in agent.critic.state_dict().items()}
+    with pytest.raises(ValueError, match=r"V-trace value loss at the update at agent step 200: inf .*"
+                                         r"normalize_returns"):
+        agent.learn(2_000)
+    assert agent.updates == 0 and _weights_finite(agent) and agent.replay.size == 0
+    assert all(torch.equal(before[k], v) for k, v in agent.critic.state_dict().items())

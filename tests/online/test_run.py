@@ -11,12 +11,10 @@ import pytest
 
 from lcpo.cli.main import main
 from lcpo.online.run import RunConfig, execute
-
-VOLATILE = {"wall_time_s", "steps_per_s", "resumed_from"}
-
+from summaries import comparable
 
 def _stable(summary):
-    return {k: v for k, v in summary.items() if k not in VOLATILE}
+    return comparable(summary, "resumed_from")
 
 
 def _cfg(**kw):
@@ -55,6 +53,22 @@ def test_interrupted_and_resumed_run_equals_uninterrupted(tmp_path, agent):
     assert _stable(resumed) == _stable(full)
     assert resumed["resumed_from"] == [2000] and full["resumed_from"] == []
     assert (tmp_path / "part" / "episodes.csv").read_text() == (tmp_path / "full" / "episodes.csv").read_text()
+
+
+def test_summary_comparisons_ignore_only_the_code_record(tmp_path, monkeypatch):
+    """Two identical runs, the source tree edited and committed between them (``code`` differs): the summary
+    comparison of these tests (tests/summaries.py) finds them equal, and still sees any other difference."""
+    import lcpo.persistence.provenance as provenance
+
+    records = iter([{"commit": "a" * 40, "dirty": False, "source": "git"},
+                    {"commit": "b" * 40, "dirty": True, "source": "git"}])
+    monkeypatch.setattr(provenance, "code_provenance", lambda *args, **kwargs: next(records))
+    cfg = _cfg(agent="a2c", overrides={}, steps=400, checkpoint_every=0)
+    a, b = execute(cfg, tmp_path / "a"), execute(cfg, tmp_path / "b")
+    assert a["code"]["dirty"] is False and b["code"]["dirty"] is True
+    assert _stable(a) == _stable(b)
+    for key, value in (("lifelong_return", 0.0), ("versions", {}), ("hyperparameters", {})):
+        assert _stable({**b, key: value}) != _stable(a), key
 
 
 def test_killed_process_resumes_to_same_summary(tmp_path):

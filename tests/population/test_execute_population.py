@@ -14,6 +14,7 @@ from lcpo.cli.main import main
 from lcpo.online.population import execute_population, population_folder, read_population_pointer
 from lcpo.online.run import RunConfig, execute
 from lcpo.persistence.checkpoint import RunCheckpoints
+from summaries import comparable
 
 AGENTS = {
     "a2c": {"hidden": [16]},                                                     # on-policy (rollout batch)
@@ -21,7 +22,6 @@ AGENTS = {
              "hidden": [16, 16]},                                                # replay buffer
     "lcpo": {"reservoir_size": 1000, "hidden": [16]},                            # reservoir + OOD sampler
 }
-TIMING = ("wall_time_s", "steps_per_s", "population")
 
 
 def _cfg(agent="a2c", seed=0, **kw):
@@ -36,7 +36,7 @@ def _outputs(folder):
 
 
 def _untimed(summary):
-    return {k: v for k, v in summary.items() if k not in TIMING}
+    return comparable(summary, "population")
 
 
 def _same(a, b, where="state"):
@@ -304,6 +304,8 @@ def test_batch_native_population_folders_equal_the_solo_runs(tmp_path, monkeypat
         where = {"env": "lcpo/TrapGrid-v0", "trace": None, "trace_length": None, "reset": "end", "overrides": {}}
     elif agent.startswith("lcpo"):  # a strong, short trace: OOD anchors and constrained updates within the run
         where = {"trace": "wind-1", "trace_length": 2000, "steps": 1000, "overrides": {"reservoir_size": 1000}}
+    if agent in ("ppo", "lcpo-p"):  # fewer PPO epochs (default 30): the same code path, less time
+        where["overrides"] = {**where["overrides"], "epochs": 6, "minibatch_size": 100}
     cfgs = [_cfg(agent, s, probe_every=200, **where) for s in (0, 1, 2)]
     pops = execute_population(cfgs, [tmp_path / f"pop{s}" for s in (0, 1, 2)])
     assert all(p["population"]["batch_native"] for p in pops)
@@ -325,7 +327,7 @@ def test_batch_native_population_folders_equal_the_solo_runs(tmp_path, monkeypat
 
 def test_device_reaches_the_batch_native_population_and_is_refused_elsewhere(tmp_path, monkeypatch, capsys):
     """--device plumbing without a GPU: the device goes to make_population for a batch-native agent; the
-    generic path refuses it; the CLI refuses cuda where there is none (one line)."""
+    generic path refuses it (before any env is made); the CLI refuses cuda where there is none (one line)."""
     import lcpo.agents.population as agent_pop
     from lcpo.online.population import Population
 
@@ -334,18 +336,23 @@ def test_device_reaches_the_batch_native_population_and_is_refused_elsewhere(tmp
 
     def spy(name, env, seeds, **kw):
         seen.update(kw)
-        return real(name, env, seeds, **{k: v for k, v in kw.items() if k != "device"})
+        return real(name, env, seeds, **kw)
 
     monkeypatch.setattr(agent_pop, "make_population", spy)
-    monkeypatch.setattr(agent_pop, "BATCH_NATIVE", frozenset({"a2c"}))
-    pop = Population("a2c", seeds=[0, 1], trace="wind-3", trace_length=1000, device="cuda", hidden=[8])
-    assert seen == {"device": "cuda", "hidden": [8]} and pop.device == "cuda" and pop.batch_native
+    pop = Population("a2c", seeds=[0, 1], trace="wind-3", trace_length=1000, device="cpu:0", hidden=[8])
+    assert seen == {"hidden": [8]} and pop.device == "cpu" and pop.batch_native  # the CPU: today's path
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"^--device 'cuda': no CUDA GPU here"):
+            Population("a2c", seeds=[0, 1], trace="wind-3", trace_length=1000, device="cuda")
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU, as far as the checks can see
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(ValueError, match="agent 'ddqn' is not batch-native"):
         Population("ddqn", seeds=[0, 1], trace="wind-3", trace_length=1000, device="cuda")
+    monkeypatch.undo()
     if not torch.cuda.is_available():
         assert main(["run", "--agent", "a2c", "--seed", "0-1", "--device", "cuda", "--steps", "10",
                      "--out", str(tmp_path)]) == 2
-        assert capsys.readouterr().err.startswith("lcpo: error: --device cuda: no CUDA GPU here")
+        assert capsys.readouterr().err.startswith("lcpo: error: --device 'cuda': no CUDA GPU here")
 
 
 @pytest.mark.slow

@@ -199,6 +199,7 @@ def test_restart_replays_the_log_and_cuts_a_torn_last_line(tmp_path):
         client.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0]})
         for k in range(8):
             client.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0], "reward": float(k)})
+        assert server.learner.wait_for(9, timeout=60)  # the background learner consumed all 9 records
         want = server.learner.state_dict()
     seg = sorted((tmp_path / "state/log").glob("*.jsonl"))[0]
     (tmp_path / "state/checkpoint").rename(tmp_path / "old-checkpoint")  # as if killed before any checkpoint

@@ -23,10 +23,11 @@ from lcpo.online.loop import OnlineLoop, Transition
 from lcpo.online.threads import limit_threads
 from lcpo.memory.rollout import RolloutBuffer
 from lcpo.agents.nets import action_shape_of, make_actor_critic, make_fast_policy
-from lcpo.numerics.finite import F32_MAX, OVERFLOW_HINT, check_finite, reward_error, to_float32
+from lcpo.numerics.finite import OVERFLOW_HINT, check_finite, check_transition, to_float32
 from lcpo.numerics.normalize import ReturnNormalizer
 
-__all__ = ["Agent", "OnPolicyAgent", "OnPolicyHyperparameters", "resolve_hyperparameters", "spawn_rngs"]
+__all__ = ["Agent", "OnPolicyAgent", "OnPolicyHyperparameters", "require_ints", "resolve_hyperparameters",
+           "spawn_rngs"]
 
 
 #: Sanity ranges of float hyperparameters whose meaning is the same in every agent, by field name:
@@ -191,6 +192,26 @@ class OnPolicyHyperparameters:
     max_grad_norm: float = 0.5
     network: str = "auto"
     normalize_returns: bool = True
+
+
+def require_ints(hp, names, minimum: int = 1) -> None:
+    """Refuse the hyperparameters ``names`` of ``hp`` that are not integers >= ``minimum``.
+
+    An agent's own range rules, checked in its ``__init__`` (they also hold for a dataclass passed as
+    ``hparams=``, which :func:`resolve_hyperparameters` does not re-check).
+
+    Args:
+        hp: a hyperparameter dataclass instance.
+        names: field names, checked in order.
+        minimum: the smallest allowed value.
+
+    Raises:
+        ValueError: ``hyperparameter NAME must be an integer >= MINIMUM, got VALUE`` for the first bad field.
+    """
+    for name in names:
+        v = getattr(hp, name)
+        if not isinstance(v, int) or v < minimum:
+            raise ValueError(f"hyperparameter {name} must be an integer >= {minimum}, got {v!r}")
 
 
 def spawn_rngs(seed: int) -> dict[str, np.random.Generator]:
@@ -380,10 +401,7 @@ class OnPolicyAgent(Agent):
             ValueError: on a reward that is non-finite or beyond float32, or a non-finite next observation
                 (naming the value and the step).
         """
-        if not -F32_MAX <= tr.reward <= F32_MAX:  # NaN, inf, or beyond float32 (lcpo.numerics.finite)
-            raise reward_error(tr.reward, f"at agent step {self.steps}")
-        if not np.isfinite(tr.next_obs).all():
-            raise ValueError(f"non-finite next_obs {np.asarray(tr.next_obs).tolist()} at agent step {self.steps}")
+        check_transition(tr.reward, tr.next_obs, f"at agent step {self.steps}")
         info = tr.info
         gamma = self.hp.gamma
         mask = True

@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from lcpo.numerics.finite import F32_MAX, OVERFLOW_HINT, check_finite, reward_error, to_float32
+from lcpo.numerics.finite import F32_MAX, OVERFLOW_HINT, check_finite, check_transition, reward_error, to_float32
 from lcpo.agents.base import Agent, spawn_rngs
 from lcpo.agents.nets import make_actor_critic
 from lcpo.agents.stacked import SeedAdam, SeedStack, StackedActing, clip_grad_norm_per_seed
@@ -63,18 +63,27 @@ class BatchOnPolicyAgent(Agent):
         seed: the run seed of a single agent (ignored when ``seeds`` is given).
         hparams: a ``Hyperparameters`` instance (defaults if None).
         seeds: the run seeds of a population (use :meth:`population`); None: the single agent ``[seed]``.
+        device: the torch device of the stacked networks, their Adam state and the update's tensors (``"cpu"``,
+            the default; ``"cuda"``, ``"cuda:N"`` or another torch device string, checked by
+            :func:`lcpo.online.device.resolve_device`). Not a hyperparameter: it changes where, not what, is
+            computed; the rollout batches, GAE, the return normalisers (and LCPO's reservoir and OOD detector)
+            stay in host NumPy arrays, copied to the device once per update. Networks are initialised on the CPU
+            under each seed's torch RNG, so the initial weights do not depend on the device.
         **overrides: hyperparameter fields to override (the same for every seed).
 
     Raises:
-        ValueError: for unknown or invalid hyperparameters or bad seeds; TypeError for unsupported spaces.
+        ValueError: for unknown or invalid hyperparameters, bad seeds or an unusable device (one line naming
+            it); TypeError for unsupported spaces.
     """
 
     validates_transitions = True
 
     def __init__(self, env: gym.Env, seed: int = 0, hparams=None, *, seeds: Sequence[int] | None = None,
-                 **overrides):
+                 device: str | torch.device | None = None, **overrides):
         from lcpo.agents.population import check_seeds
+        from lcpo.online.device import resolve_device
 
+        self.device = resolve_device(device, "device")
         self._is_population = seeds is not None
         seeds = check_seeds([seed] if seeds is None else seeds)
         super().__init__(env, seeds[0], hparams, **overrides)
@@ -91,7 +100,7 @@ class BatchOnPolicyAgent(Agent):
                 a, c = self.build_networks()
             actors.append(a)
             critics.append(c)
-        self.actors, self.critics = SeedStack(actors), SeedStack(critics)
+        self.actors, self.critics = SeedStack(actors, self.device), SeedStack(critics, self.device)
         self.actor_opt, self.critic_opt = self.build_optimizers()
         self._acting = StackedActing(self.actors)
         self.rollouts = SeedRollout(n, hp.rollout_steps, self.obs_dim, self.action_dims)
@@ -112,7 +121,7 @@ class BatchOnPolicyAgent(Agent):
         Args:
             env: one single (non-vector) template environment.
             seeds: distinct non-negative run seeds; slot ``k`` is the solo run of ``seeds[k]``.
-            **overrides: hyperparameter overrides, the same for every seed.
+            **overrides: hyperparameter overrides, the same for every seed (and ``device``, see the class).
 
         Raises:
             ValueError: for bad seeds or hyperparameters.
@@ -315,10 +324,7 @@ class BatchOnPolicyAgent(Agent):
     def _observe_one(self, obs, action, reward, next_obs, terminated, truncated, info) -> dict | None:
         """:meth:`observe` of one transition given by its fields (N = 1; also :meth:`observe_batch`'s N = 1)."""
         reward = float(reward)
-        if not -F32_MAX <= reward <= F32_MAX:  # NaN, inf, or beyond float32 (lcpo.numerics.finite)
-            raise reward_error(reward, f"at agent step {self.steps}")
-        if not np.isfinite(next_obs).all():
-            raise ValueError(f"non-finite next_obs {np.asarray(next_obs).tolist()} at agent step {self.steps}")
+        check_transition(reward, next_obs, f"at agent step {self.steps}")
         gamma, mask = self.hp.gamma, True
         if info:
             gamma = info.get("gamma", gamma)
@@ -347,10 +353,14 @@ class BatchOnPolicyAgent(Agent):
         raise NotImplementedError
 
     # -- shared update pieces --------------------------------------------------------------------------
-    @staticmethod
-    def _sel(idx: np.ndarray, n: int):
-        """None when ``idx`` covers all ``n`` seeds (the stacked tensors are used whole), else an int64 tensor."""
-        return None if len(idx) == n else torch.from_numpy(np.asarray(idx, dtype=np.int64))
+    def _sel(self, idx: np.ndarray, n: int):
+        """None when ``idx`` covers all ``n`` seeds (the stacked tensors are used whole), else an int64 tensor
+        on the agent's device."""
+        return None if len(idx) == n else self._dev(torch.from_numpy(np.asarray(idx, dtype=np.int64)))
+
+    def _dev(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` on the agent's device (the same tensor on the CPU)."""
+        return t.to(self.device)
 
     def seed_batch_rewards(self, idx: np.ndarray) -> np.ndarray:
         """The rollouts' rewards ``(n, T)`` float64 of the seed slots ``idx`` as the update uses them: raw, or
@@ -398,16 +408,16 @@ class BatchOnPolicyAgent(Agent):
             obs_np, next_np = b.obs[idx], b.next_obs[idx]
             act_np, mask_np = b.actions[idx], b.policy_mask[idx]
             term, trunc, gammas = b.terminated[idx], b.truncated[idx], b.gammas[idx]
-        obs, next_obs = torch.from_numpy(obs_np), torch.from_numpy(next_np)
-        with torch.no_grad():
-            both = self.critics(torch.cat([obs, next_obs], dim=1), sel).double().numpy()  # V(s) and V(s') at once
+        obs, next_obs = self._dev(torch.from_numpy(obs_np)), self._dev(torch.from_numpy(next_np))
+        with torch.no_grad():  # V(s) and V(s') at once
+            both = self.critics(torch.cat([obs, next_obs], dim=1), sel).double().cpu().numpy()
         v, nv = both[:, :T], both[:, T:]
         adv, ret = gae_batch(rewards, v, nv, term, trunc, gammas, self.hp.gae_lambda)
         return {
-            "sel": sel, "idx": np.asarray(idx), "obs": obs, "actions": torch.from_numpy(act_np),
-            "adv": torch.from_numpy(to_float32("advantages", adv, 0, OVERFLOW_HINT)),
-            "ret": torch.from_numpy(to_float32("returns", ret, 0, OVERFLOW_HINT)),
-            "mask": torch.from_numpy(mask_np.astype(np.float32)),
+            "sel": sel, "idx": np.asarray(idx), "obs": obs, "actions": self._dev(torch.from_numpy(act_np)),
+            "adv": self._dev(torch.from_numpy(to_float32("advantages", adv, 0, OVERFLOW_HINT))),
+            "ret": self._dev(torch.from_numpy(to_float32("returns", ret, 0, OVERFLOW_HINT))),
+            "mask": self._dev(torch.from_numpy(mask_np.astype(np.float32))),
         }
 
     def _mask_of(self, idx: np.ndarray) -> np.ndarray | None:
@@ -426,7 +436,7 @@ class BatchOnPolicyAgent(Agent):
         loss.sum().backward()
         clip_grad_norm_per_seed(self.critics.params, self.hp.max_grad_norm, b["sel"])
         self.critic_opt.step(self._mask_of(b["idx"]))
-        return loss.detach().numpy().astype(np.float64)
+        return loss.detach().cpu().numpy().astype(np.float64)
 
     def _actor_step(self, loss: torch.Tensor, b: dict) -> None:
         """One per-seed Adam step of the actors on ``loss (n,)`` (per-seed clip)."""
@@ -461,7 +471,7 @@ class BatchOnPolicyAgent(Agent):
 
         params = self.actors.params
         m = len(seeds)
-        rows = torch.tensor(seeds, dtype=torch.int64)
+        rows = torch.tensor(seeds, dtype=torch.int64, device=self.device)
         for p in params:
             p.grad = None
         loss.sum().backward()
@@ -519,8 +529,9 @@ class BatchOnPolicyAgent(Agent):
         k = self._check_k(k)
         nl = int(self._noise_len[k])
         return {
-            "actor": {n: t.clone() for n, t in self.actors.members[k].state_dict().items()},
-            "critic": {n: t.clone() for n, t in self.critics.members[k].state_dict().items()},
+            # CPU tensors whatever the device: a checkpoint written on a GPU resumes on the CPU
+            "actor": {n: t.cpu().clone() for n, t in self.actors.members[k].state_dict().items()},
+            "critic": {n: t.cpu().clone() for n, t in self.critics.members[k].state_dict().items()},
             "actor_opt": self.actor_opt.seed_state_dict(k), "critic_opt": self.critic_opt.seed_state_dict(k),
             "rollout": self.rollouts.seed(k).state_dict(),
             "rngs": {name: g.bit_generator.state for name, g in self.seed_rngs[k].items()},

@@ -41,10 +41,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters
+from lcpo.agents.base import OnPolicyAgent, OnPolicyHyperparameters, require_ints
 from lcpo.memory.replay import ReplayBuffer
 from lcpo.agents.nets import CategoricalPolicy
-from lcpo.numerics.finite import OVERFLOW_HINT, to_float32
+from lcpo.numerics.finite import OVERFLOW_HINT, check_finite, to_float32
 from lcpo.numerics.targets import vtrace
 
 __all__ = ["CLEAR", "CLEARHyperparameters", "split_episodes"]
@@ -132,12 +132,8 @@ class CLEAR(OnPolicyAgent):
     def __init__(self, env: gym.Env, seed: int = 0, hparams=None, **overrides):
         super().__init__(env, seed, hparams, **overrides)
         hp = self.hp
-        for name in ("buffer_size", "replay_window"):
-            v = getattr(hp, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"hyperparameter {name} must be an integer >= 1, got {v!r}")
-        if not isinstance(hp.replay_windows, int) or hp.replay_windows < 0:
-            raise ValueError(f"hyperparameter replay_windows must be an integer >= 0, got {hp.replay_windows!r}")
+        require_ints(hp, ("buffer_size", "replay_window"))
+        require_ints(hp, ("replay_windows",), minimum=0)
         for name in ("policy_cloning", "value_cloning", "entropy_coef"):
             v = getattr(hp, name)
             if not (math.isfinite(v) and v >= 0):
@@ -271,14 +267,25 @@ class CLEAR(OnPolicyAgent):
                 "policy_cloning": kl, "value_cloning": vc, "entropy": entropy}
 
     def update(self) -> dict:
-        """Record the rollout's behaviour quantities, draw replay windows, store the rollout, then one actor and
-        one critic Adam step on :meth:`losses`; returns diagnostics."""
+        """Record the rollout's behaviour quantities, draw replay windows, compute :meth:`losses` and check them,
+        store the rollout, then one actor and one critic Adam step; returns diagnostics.
+
+        Raises:
+            ValueError: ``V-trace value loss at the update at agent step N: inf ...`` (likewise ``critic loss``,
+                ``actor loss``) when a loss is NaN or overflows float32, before any weight changes
+                (:func:`lcpo.numerics.finite.check_finite`); V-trace targets or advantages beyond float32 are
+                named by :func:`lcpo.numerics.finite.to_float32` in :meth:`losses`.
+        """
         hp = self.hp
         self.batch_rewards()  # merges this rollout's return statistics into the normaliser (if enabled)
         new = self.rollout_windows()
         replay = self.replay_batch()
-        self._store(new)
         loss = self.losses(new, replay)
+        # finite float32 targets can still square to inf (|V - v_s| > 1.8e19): stop before the step, named
+        where = f"at the update at agent step {self.steps}"
+        for key, name in (("value", "V-trace value loss"), ("critic", "critic loss"), ("actor", "actor loss")):
+            check_finite(name, loss[key].detach(), where, OVERFLOW_HINT)
+        self._store(new)  # after the checks: a refused update leaves the replay buffer as it was
         self.actor_opt.zero_grad(set_to_none=True)
         self.critic_opt.zero_grad(set_to_none=True)
         (loss["actor"] + loss["critic"]).backward()  # disjoint parameters: each network gets its own loss

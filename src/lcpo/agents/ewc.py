@@ -47,6 +47,7 @@ import gymnasium as gym
 import torch
 from torch.func import functional_call, grad, vmap
 
+from lcpo.agents.base import require_ints
 from lcpo.agents.sac import SAC, SACHyperparameters, finite_log_probs
 
 __all__ = ["EWC", "EWCHyperparameters", "diagonal_fisher"]
@@ -141,10 +142,7 @@ class EWC(SAC):
             raise ValueError(f"ewc_alpha must be a finite number >= 0, got {hp.ewc_alpha}")
         if not 0.0 <= hp.ewc_beta < 1.0:
             raise ValueError(f"ewc_beta must lie in [0, 1), got {hp.ewc_beta}")
-        for name in ("fisher_samples", "fisher_every"):
-            v = getattr(hp, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"hyperparameter {name} must be an integer >= 1, got {v!r}")
+        require_ints(hp, ("fisher_samples", "fisher_every"))
         named = dict(self.actor.named_parameters())
         self.fisher = {k: torch.zeros_like(p, requires_grad=False) for k, p in named.items()}
         self.anchor = {k: p.detach().clone() for k, p in named.items()}

@@ -149,7 +149,7 @@ class LCPO(BatchOnPolicyAgent):
                           for _ in self.seeds]
         check_ood_sizes(hp.reservoir_size, hp.ood_batch, "LCPO")
         self.reservoirs = [ReservoirBuffer(hp.reservoir_size, self.obs_dim, r["buffer"]) for r in self.seed_rngs]
-        self.log_alphas = torch.nn.Parameter(torch.zeros(self.n_seeds, 1))
+        self.log_alphas = torch.nn.Parameter(torch.zeros(self.n_seeds, 1, device=self.device))
         self.alpha_opt = SeedAdam([self.log_alphas], lr=hp.entropy_lr)
         # rejects a fraction >= 1 (ln K is unreachable), warns above 0.95 (lcpo.numerics.categorical.entropy_target_nats)
         self.target_entropy = categorical.entropy_target_nats(hp.entropy_target, self.action_bins,
@@ -217,7 +217,7 @@ class LCPO(BatchOnPolicyAgent):
             threshold = det.threshold_report  # NaN only before an automatic threshold's first calibration
             if math.isfinite(threshold):
                 diags[j]["ood/threshold"] = threshold
-        alphas = torch.tensor([self.seed_alpha(k) for k in idx], dtype=torch.float64)
+        alphas = torch.tensor([self.seed_alpha(k) for k in idx], dtype=torch.float64, device=self.device)
         msum = mask.sum(dim=1).clamp(min=1.0)
         with torch.no_grad():
             logp_old_all = self.actors.log_probs(obs, b["sel"])
@@ -236,8 +236,8 @@ class LCPO(BatchOnPolicyAgent):
         # temperature step on the batch's entropy under the policy that collected it (before this update)
         entropy = CategoricalPolicy.entropy_of(logp_old_all).mean(dim=1).tolist()
         if hp.auto_entropy:
-            diff = torch.tensor([e - self.target_entropy for e in entropy], dtype=torch.float32)
-            rows = torch.from_numpy(np.asarray(idx, dtype=np.int64))
+            diff = torch.tensor([e - self.target_entropy for e in entropy], dtype=torch.float32, device=self.device)
+            rows = self._dev(torch.from_numpy(np.asarray(idx, dtype=np.int64)))
             alpha_loss = (self.log_alphas[rows, 0] * diff).sum()
             self.alpha_opt.zero_grad()
             alpha_loss.backward()
@@ -246,12 +246,11 @@ class LCPO(BatchOnPolicyAgent):
             diags[j].update({"train/entropy": float(entropy[j]), "train/alpha": self.seed_alpha(k)})
         return diags
 
-    @staticmethod
-    def _rows_of(idx, js):
-        return torch.from_numpy(np.asarray([idx[j] for j in js], dtype=np.int64))
+    def _rows_of(self, idx, js):
+        return self._dev(torch.from_numpy(np.asarray([idx[j] for j in js], dtype=np.int64)))
 
     def _sub(self, js, n):
-        return None if len(js) == n else torch.tensor(js, dtype=torch.int64)
+        return None if len(js) == n else torch.tensor(js, dtype=torch.int64, device=self.device)
 
     def _plain_step(self, js, idx, b, logp_old, msum, alphas, diags) -> None:
         """The plain A2C-like step (no anchors) of the slots ``idx[js]``: one per-seed Adam step of the actor."""
@@ -276,7 +275,7 @@ class LCPO(BatchOnPolicyAgent):
         n = len(idx)
         sub = self._sub(js, n)
         seeds = [int(idx[j]) for j in js]
-        sel = None if len(js) == self.n_seeds else torch.tensor(seeds, dtype=torch.int64)
+        sel = None if len(js) == self.n_seeds else torch.tensor(seeds, dtype=torch.int64, device=self.device)
 
         def pick(t):
             return t if sub is None else t[sub]
@@ -284,7 +283,7 @@ class LCPO(BatchOnPolicyAgent):
         obs, actions, adv, mask = pick(b["obs"]), pick(b["actions"]), pick(b["adv"]), pick(b["mask"])
         lo, lo_all, ms, al = pick(logp_old), pick(logp_old_all), pick(msum), pick(alphas).float()
         T = obs.shape[1]
-        anchor_obs = torch.from_numpy(np.stack([anchors[j] for j in js]))
+        anchor_obs = self._dev(torch.from_numpy(np.stack([anchors[j] for j in js])))
         eval_obs = torch.cat([obs, anchor_obs], dim=1)
         last = {}
 
@@ -328,7 +327,7 @@ class LCPO(BatchOnPolicyAgent):
         temperature, its optimizer, LCPO's counters and (for an automatic OOD threshold) the calibrator's state."""
         state = super().seed_state_dict(k)
         state.update({"reservoir": self.reservoirs[k].state_dict(),
-                      "log_alpha": self.log_alphas[k].detach().clone(),
+                      "log_alpha": self.log_alphas[k].detach().cpu().clone(),
                       "alpha_opt": self.alpha_opt.seed_state_dict(k),
                       "constrained_updates": int(self.seed_constrained_updates[k]),
                       "accepted_steps": int(self.seed_accepted_steps[k])})

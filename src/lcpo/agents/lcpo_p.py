@@ -12,6 +12,11 @@ cross-entropy equals ``KL(pi_old || pi_theta) + H(pi_old)``: its gradient vanish
 the policy drifts on the anchors, so it pulls the policy back only where it moved. Without anchors the update
 is plain PPO. After the update the recent states enter the reservoir (paper Algorithm 2).
 
+Batch-native, as PPO (:class:`lcpo.agents.ppo.PPO`): ``LCPOP.population(env, seeds)`` holds N independent
+learners, ``LCPOP(env, seed)`` the population of one. Per seed: the detector (and an automatic threshold's
+calibration), the reservoir (drawn from the seed's own ``ood`` generator), the anchors and the penalty term,
+which is zero for the seeds that found no anchors in an update (a mask: their steps are plain PPO's, exactly).
+
 Defaults (appendix E.1): kappa 10, clip 0.2, up to 30 iterations, early stop at KL 0.01 on the recent batch;
 reservoir, OOD batch and detector as LCPO (Table 11).
 """
@@ -19,13 +24,13 @@ reservoir, OOD batch and detector as LCPO (Table 11).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from lcpo.numerics import categorical
-from lcpo.agents.ppo import PPO, PPOHyperparameters
+from lcpo.agents.ppo import PPO, ExtraLoss, PPOHyperparameters
 from lcpo.envs.context import get_context_spec
 from lcpo.memory.reservoir import ReservoirBuffer
 from lcpo.agents.nets import CategoricalPolicy
@@ -40,19 +45,21 @@ def anchor_cross_entropy(logp_old: torch.Tensor, logp_new: torch.Tensor) -> torc
     """Mean cross-entropy ``-sum_d sum_a pi_old log pi_new`` over states (nats; LCPO-P's anchor term).
 
     Args:
-        logp_old: ``(B, D, K)`` log-probabilities of the pre-update policy on the anchor states (no grad).
-        logp_new: ``(B, D, K)`` log-probabilities of the current policy on the same states.
+        logp_old: ``(..., B, D, K)`` log-probabilities of the pre-update policy on the anchor states (no grad;
+            ``(B, D, K)`` for one policy, ``(n, B, D, K)`` for ``n`` seeds).
+        logp_new: ``(..., B, D, K)`` log-probabilities of the current policy on the same states.
 
     Returns:
-        Scalar tensor. Its gradient w.r.t. the current policy is zero when ``logp_new == logp_old``. Choices
-        with ``pi_old = 0`` add nothing (``0 log q = 0``, :func:`lcpo.numerics.categorical.cross_entropy`).
+        ``(...)`` tensor, the mean over the ``B`` states (a scalar for one policy). Its gradient w.r.t. the
+        current policy is zero when ``logp_new == logp_old``. Choices with ``pi_old = 0`` add nothing
+        (``0 log q = 0``, :func:`lcpo.numerics.categorical.cross_entropy`).
 
     Raises:
         ValueError: if the shapes differ.
     """
     if logp_old.shape != logp_new.shape:
         raise ValueError(f"anchor_cross_entropy: shapes differ: {tuple(logp_old.shape)} vs {tuple(logp_new.shape)}")
-    return categorical.cross_entropy(logp_old, logp_new).mean()
+    return categorical.cross_entropy(logp_old, logp_new).mean(-1)
 
 
 _LCPOP_ATTRIBUTES = """
@@ -105,68 +112,120 @@ class LCPOP(PPO):
         >>> env = gym.make("lcpo/WindyPendulum-v0", trace="zero")
         >>> LCPOP(env, seed=0, reservoir_size=1000).learn(400).updates
         2
+        >>> LCPOP.population(env, seeds=[0, 1], reservoir_size=1000).constrained_updates.tolist()
+        [0, 0]
     """
 
     name = "lcpo-p"
     Hyperparameters = LCPOPHyperparameters
 
-    def __init__(self, env, seed: int = 0, hparams=None, **overrides):
-        super().__init__(env, seed, hparams, **overrides)
+    def __init__(self, env, seed: int = 0, hparams=None, *, seeds=None, **overrides):
+        super().__init__(env, seed, hparams, seeds=seeds, **overrides)
         hp = self.hp
         if not hp.kappa >= 0.0:
             raise ValueError(f"LCPO-P kappa must be >= 0, got {hp.kappa}")
         self.context_spec = get_context_spec(env)
-        self.detector = make_detector(hp.detector, self.context_spec, hp.ood_threshold, rule=hp.ood_auto_rule,
-                                      target_fraction=hp.ood_target_fraction, std_threshold=hp.ood_std_threshold)
+        self.detectors = [make_detector(hp.detector, self.context_spec, hp.ood_threshold, rule=hp.ood_auto_rule,
+                                        target_fraction=hp.ood_target_fraction, std_threshold=hp.ood_std_threshold)
+                          for _ in self.seeds]
         check_ood_sizes(hp.reservoir_size, hp.ood_batch, "LCPO-P")
-        self.reservoir = ReservoirBuffer(hp.reservoir_size, self.obs_dim, self.rngs["ood"])
-        self.constrained_updates = 0
-        self._anchor: tuple[torch.Tensor, torch.Tensor] | None = None  # (anchor obs, pre-update log-probs)
+        self.reservoirs = [ReservoirBuffer(hp.reservoir_size, self.obs_dim, r["ood"]) for r in self.seed_rngs]
+        self.seed_constrained_updates = np.zeros(self.n_seeds, dtype=np.int64)
+        # this update's anchors: (positions in idx, anchor obs (c, B, obs_dim), pre-update log-probs (c, B, D, K))
+        self._anchor: tuple[np.ndarray, torch.Tensor, torch.Tensor] | None = None
 
-    def _extra_loss(self, batch: dict, diag: dict) -> Callable[[], torch.Tensor] | None:
-        """Draw OOD anchors (Algorithm 3) and return ``kappa * CE(pi_old, pi)`` on them, or None."""
+    # -- the single agent's view (N = 1) ---------------------------------------------------------------
+    @property
+    def detector(self):
+        """The single agent's OOD detector (N = 1 only)."""
+        self._solo("detector")
+        return self.detectors[0]
+
+    @property
+    def reservoir(self) -> ReservoirBuffer:
+        """The single agent's reservoir (N = 1 only)."""
+        self._solo("reservoir")
+        return self.reservoirs[0]
+
+    @property
+    def constrained_updates(self):
+        """Updates whose actor loss held the anchor term: an int (single agent) or the ``(N,)`` int64 array."""
+        return int(self.seed_constrained_updates[0]) if self.n_seeds == 1 else self.seed_constrained_updates
+
+    # -- the hooks of PPO's update ---------------------------------------------------------------------
+    def _extra_loss(self, idx: np.ndarray, batch: dict, diags: list[dict]) -> ExtraLoss | None:
+        """Draw each seed's OOD anchors (Algorithm 3) and return the term ``kappa * CE(pi_old, pi)`` on them,
+        per seed (zero for the seeds without anchors), or None when no seed found any."""
         hp = self.hp
-        self.detector.fit(self.rollout.obs[: self.rollout.ptr])
-        anchors, ood_frac = sample_ood(self.reservoir, self.detector, hp.ood_batch, hp.ood_candidates_factor)
-        diag["ood/fraction"] = ood_frac
-        threshold = self.detector.threshold_report  # NaN only before an automatic threshold's first calibration
-        if math.isfinite(threshold):
-            diag["ood/threshold"] = threshold
-        diag["train/constrained"] = float(anchors is not None)
-        if anchors is None:
+        T = self.rollouts.size
+        found = []
+        for j, k in enumerate(idx):
+            det = self.detectors[k]
+            det.fit(self.rollouts.obs[k, :T])
+            anchors, ood_frac = sample_ood(self.reservoirs[k], det, hp.ood_batch, hp.ood_candidates_factor)
+            diags[j]["ood/fraction"] = ood_frac
+            threshold = det.threshold_report  # NaN only before an automatic threshold's first calibration
+            if math.isfinite(threshold):
+                diags[j]["ood/threshold"] = threshold
+            diags[j]["train/constrained"] = float(anchors is not None)
+            if anchors is not None:
+                found.append((j, anchors))
+        if not found:
             return None
-        self.constrained_updates += 1
-        anchor_obs = torch.from_numpy(anchors)
+        con = np.array([j for j, _ in found], dtype=np.int64)
+        rows = np.asarray(idx)[con]
+        self.seed_constrained_updates[rows] += 1
+        anchor_obs = torch.from_numpy(np.stack([a for _, a in found])).to(batch["obs"].device)
         with torch.no_grad():
-            logp_anchor_old = self.actor.log_probs(anchor_obs)
-        self._anchor = (anchor_obs, logp_anchor_old)
+            logp_anchor_old = self.actors.log_probs(anchor_obs, self._sel(rows, self.n_seeds))
+        self._anchor = (con, anchor_obs, logp_anchor_old)
         kappa = hp.kappa
+        where = np.full(len(idx), -1, dtype=np.int64)
+        where[con] = np.arange(len(con))  # position j in idx -> row of the anchor tensors
 
-        def term() -> torch.Tensor:
-            return kappa * anchor_cross_entropy(logp_anchor_old, self.actor.log_probs(anchor_obs))
+        def term(js: np.ndarray, log_probs) -> torch.Tensor | None:
+            at = where[js]
+            if (at < 0).all():  # no active seed has anchors
+                return None
+            dev = anchor_obs.device
+            have = torch.from_numpy(np.flatnonzero(at >= 0)).to(dev)
+            # every active seed's actors run (the working set's rows); the rows without anchors are dropped
+            a = torch.from_numpy(np.where(at >= 0, at, 0)).to(dev)
+            ce = anchor_cross_entropy(logp_anchor_old[a[have]], log_probs(anchor_obs[a])[have])
+            return torch.zeros(len(js), dtype=ce.dtype, device=dev).index_add(0, have, kappa * ce)
 
         return term
 
-    def _after_update(self, batch: dict, diag: dict) -> None:
-        """Report the anchor KL reached, then add the recent states to the reservoir (Algorithm 2)."""
+    def _after_update(self, idx: np.ndarray, batch: dict, diags: list[dict]) -> None:
+        """Report each anchored seed's anchor KL reached, then add the recent states to the reservoirs
+        (Algorithm 2)."""
         anchor = self._anchor
         if anchor is not None:
+            con, anchor_obs, logp_anchor_old = anchor
             with torch.no_grad():
-                diag["train/kl_anchor"] = float(CategoricalPolicy.kl(anchor[1], self.actor.log_probs(anchor[0])).mean())
+                now = self.actors.log_probs(anchor_obs, self._sel(np.asarray(idx)[con], self.n_seeds))
+                kls = CategoricalPolicy.kl(logp_anchor_old, now).mean(dim=1).tolist()
+            for j, v in zip(con, kls):
+                diags[j]["train/kl_anchor"] = float(v)
             self._anchor = None
-        self.reservoir.add_batch(self.rollout.obs[: self.rollout.ptr])
+        T = self.rollouts.size
+        for k in idx:
+            self.reservoirs[k].add_batch(self.rollouts.obs[k, :T])
 
-    def state_dict(self) -> dict:
-        """:meth:`PPO.state_dict` plus the reservoir, counters and (automatic OOD threshold) the calibrator."""
-        state = super().state_dict()
-        state.update({"reservoir": self.reservoir.state_dict(), "constrained_updates": self.constrained_updates})
-        if isinstance(self.detector, AutoThreshold):
-            state["ood_calibration"] = self.detector.state_dict()
+    # -- persistence -----------------------------------------------------------------------------------
+    def seed_state_dict(self, k: int) -> dict:
+        """Seed slot ``k``'s state in the single LCPO-P agent's format: PPO's, plus the reservoir, the counter
+        and (automatic OOD threshold) the calibrator's state."""
+        state = super().seed_state_dict(k)
+        state.update({"reservoir": self.reservoirs[k].state_dict(),
+                      "constrained_updates": int(self.seed_constrained_updates[k])})
+        if isinstance(self.detectors[k], AutoThreshold):
+            state["ood_calibration"] = self.detectors[k].state_dict()
         return state
 
-    def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict` output exactly."""
-        super().load_state_dict(state)
-        self.reservoir.load_state_dict(state["reservoir"])
-        self.constrained_updates = int(state["constrained_updates"])
-        load_calibration(self.detector, state)
+    def load_seed_state_dict(self, k: int, state: dict) -> None:
+        """Restore seed slot ``k`` from a single LCPO-P agent's ``state_dict`` exactly."""
+        super().load_seed_state_dict(k, state)
+        self.reservoirs[k].load_state_dict(state["reservoir"])
+        self.seed_constrained_updates[k] = int(state["constrained_updates"])
+        load_calibration(self.detectors[k], state)

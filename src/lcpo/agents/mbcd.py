@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
-from lcpo.agents.base import Agent
+from lcpo.agents.base import Agent, require_ints
 from lcpo.agents.models import CUSUM, EnsembleDynamics, one_hot_actions
 from lcpo.agents.sac import SAC, SACHyperparameters
 from lcpo.online.loop import Transition
@@ -92,12 +92,8 @@ class MBCD(Agent):
     def __init__(self, env: gym.Env, seed: int = 0, hparams=None, **overrides):
         super().__init__(env, seed, hparams, **overrides)
         hp = self.hp
-        for name in ("max_models", "model_train_every", "model_train_steps", "model_batch_size",
-                     "calibration_steps", "window"):
-            v = getattr(hp, name)
-            if not isinstance(v, int) or v < (2 if name == "calibration_steps" else 1):
-                raise ValueError(f"hyperparameter {name} must be an integer >= 1 (calibration_steps >= 2), "
-                                 f"got {v!r}")
+        require_ints(hp, ("max_models", "model_train_every", "model_train_steps", "model_batch_size", "window"))
+        require_ints(hp, ("calibration_steps",), minimum=2)
         self.cusum = CUSUM(hp.cusum_k, hp.cusum_h)  # validates k and h
         self._sac_hp = SACHyperparameters(**{k: getattr(hp, k) for k in _SAC_FIELDS})
         self.tasks: list[SAC] = []

@@ -26,6 +26,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from lcpo.agents.base import require_ints
 from lcpo.agents.models import EnsembleDynamics, one_hot_actions
 from lcpo.agents.sac import SAC, SACHyperparameters
 from lcpo.envs.termination import get_termination_fn, never_terminates
@@ -85,11 +86,8 @@ class MBPO(SAC):
     def __init__(self, env: gym.Env, seed: int = 0, hparams=None, **overrides):
         super().__init__(env, seed, hparams, **overrides)
         hp = self.hp
-        for name in ("model_train_every", "model_train_steps", "model_batch_size", "rollout_batch",
-                     "rollout_length", "model_retain"):
-            v = getattr(hp, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"hyperparameter {name} must be an integer >= 1, got {v!r}")
+        require_ints(hp, ("model_train_every", "model_train_steps", "model_batch_size", "rollout_batch",
+                          "rollout_length", "model_retain"))
         if not 0.0 <= hp.real_ratio <= 1.0:
             raise ValueError(f"real_ratio must lie in [0, 1], got {hp.real_ratio}")
         self.model = EnsembleDynamics(self.obs_dim, self.action_dims * self.action_bins, hp.model_members,

@@ -136,8 +136,8 @@ class NumpyPolicy:
         """Copy the torch weights into the NumPy arrays (in place)."""
         with torch.no_grad():
             for lin, w, b in zip(self._linears, self.weights, self.biases):
-                w[...] = lin.weight.detach().numpy().T
-                b[...] = lin.bias.detach().numpy()
+                w[...] = lin.weight.detach().cpu().numpy().T
+                b[...] = lin.bias.detach().cpu().numpy()
 
     def logits(self, obs: np.ndarray) -> np.ndarray:
         """``(D, K)`` logits of one observation (a view of an internal buffer: copy it to keep it)."""
@@ -179,7 +179,8 @@ class TorchPolicy:
     def logits(self, obs: np.ndarray) -> np.ndarray:
         """``(D, K)`` logits of one observation ``(obs_dim,)``."""
         with torch.inference_mode():
-            return self.policy(torch.as_tensor(obs, dtype=torch.float32).reshape(1, -1))[0].numpy()
+            x = torch.as_tensor(obs, dtype=torch.float32, device=next(self.policy.parameters()).device)
+            return self.policy(x.reshape(1, -1))[0].cpu().numpy()
 
     def sample(self, obs: np.ndarray, gumbel: np.ndarray) -> np.ndarray:
         """Gumbel-max draw ``(D,)`` int64 with pre-drawn noise ``gumbel (D * K,)``."""

@@ -23,11 +23,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from lcpo.agents.base import Agent
+from lcpo.agents.base import Agent, require_ints
 from lcpo.online.loop import Transition
 from lcpo.memory.replay import ReplayBuffer
 from lcpo.agents.nets import CategoricalPolicy, make_body
-from lcpo.numerics.finite import F32_MAX, reward_error
+from lcpo.numerics.finite import check_transition
 from lcpo.numerics.normalize import ReturnNormalizer
 
 __all__ = ["OffPolicyAgent", "factorized_q", "make_head_net", "polyak_update", "reduce_heads"]
@@ -117,12 +117,7 @@ class OffPolicyAgent(Agent):
     def __init__(self, env: gym.Env, seed: int = 0, hparams=None, **overrides):
         super().__init__(env, seed, hparams, **overrides)
         hp = self.hp
-        for name in ("buffer_size", "batch_size", "train_every", "gradient_steps"):
-            v = getattr(hp, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"hyperparameter {name} must be an integer >= 1, got {v!r}")
-        if not isinstance(hp.learning_starts, int) or hp.learning_starts < 1:
-            raise ValueError(f"hyperparameter learning_starts must be an integer >= 1, got {hp.learning_starts!r}")
+        require_ints(hp, ("buffer_size", "batch_size", "train_every", "gradient_steps", "learning_starts"))
         if not 0.0 <= hp.gamma <= 1.0:
             raise ValueError(f"hyperparameter gamma must lie in [0, 1], got {hp.gamma}")
         if not 0.0 <= hp.tau <= 1.0:
@@ -150,10 +145,7 @@ class OffPolicyAgent(Agent):
             ValueError: on a reward that is non-finite or beyond float32, a non-finite observation, or a discount
                 outside [0, 1] (naming the value and the step).
         """
-        if not -F32_MAX <= tr.reward <= F32_MAX:  # NaN, inf, or beyond float32 (lcpo.numerics.finite)
-            raise reward_error(tr.reward, f"at agent step {self.steps}")
-        if not np.isfinite(tr.next_obs).all():
-            raise ValueError(f"non-finite next_obs {np.asarray(tr.next_obs).tolist()} at agent step {self.steps}")
+        check_transition(tr.reward, tr.next_obs, f"at agent step {self.steps}")
         gamma = self.hp.gamma
         if tr.info:
             gamma = float(tr.info.get("gamma", gamma))

@@ -36,6 +36,7 @@ import numpy as np
 import scipy.linalg
 import torch
 
+from lcpo.agents.base import require_ints
 from lcpo.agents.sac import SAC, SACHyperparameters, finite_log_probs
 from lcpo.online.loop import Transition
 
@@ -177,10 +178,7 @@ class OGD(SAC):
     def __init__(self, env: gym.Env, seed: int = 0, hparams=None, **overrides):
         super().__init__(env, seed, hparams, **overrides)
         hp = self.hp
-        for name in ("ogd_episodes", "directions_per_episode"):
-            v = getattr(hp, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"hyperparameter {name} must be an integer >= 1, got {v!r}")
+        require_ints(hp, ("ogd_episodes", "directions_per_episode"))
         self.n_params = sum(p.numel() for p in self._actor_params)
         self.basis = SlidingBasis(self.n_params, hp.ogd_episodes)
         self._before: torch.Tensor | None = None

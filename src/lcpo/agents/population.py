@@ -36,7 +36,7 @@ __all__ = ["BATCH_NATIVE", "AgentPopulation", "make_population", "check_seeds"]
 
 #: CLI names of the agents whose population is batch-native (``Cls.population``); the others use
 #: :class:`AgentPopulation`.
-BATCH_NATIVE: frozenset[str] = frozenset({"a2c", "tabular-a2c", "lcpo", "trpo"})
+BATCH_NATIVE: frozenset[str] = frozenset({"a2c", "tabular-a2c", "lcpo", "trpo", "ppo", "lcpo-p"})
 
 
 def check_seeds(seeds: Sequence[int]) -> list[int]:

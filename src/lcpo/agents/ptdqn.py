@@ -27,6 +27,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from lcpo.agents.base import require_ints
 from lcpo.agents.ddqn import DDQN, DDQNHyperparameters
 from lcpo.agents.offpolicy import factorized_q, make_head_net
 from lcpo.online.loop import Transition
@@ -106,10 +107,7 @@ class PTDQN(DDQN):
     def __init__(self, env: gym.Env, seed: int = 0, hparams=None, **overrides):
         super().__init__(env, seed, hparams, **overrides)
         hp = self.hp
-        for name in ("permanent_every", "permanent_steps"):
-            v = getattr(hp, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"hyperparameter {name} must be an integer >= 1, got {v!r}")
+        require_ints(hp, ("permanent_every", "permanent_steps"))
         if not 0.0 <= hp.transient_decay <= 1.0:
             raise ValueError(f"transient_decay must lie in [0, 1], got {hp.transient_decay}")
         if not (math.isfinite(hp.permanent_lr) and hp.permanent_lr > 0):

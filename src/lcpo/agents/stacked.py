@@ -43,9 +43,13 @@ class SeedStack:
         members: N modules of identical structure (seed ``k``'s freshly initialised network at index ``k``);
             a :class:`~lcpo.agents.nets.CategoricalPolicy` or :class:`~lcpo.agents.nets.ValueNet` (or any module
             mapping ``(B, obs_dim)`` to an output). After construction their parameters are views of the stack.
+        device: the torch device of the stacked parameters (default: the CPU); the members are built on the CPU
+            (their seeded initialisation does not depend on the device) and their weights copied there.
 
     Attributes:
-        params: list of ``nn.Parameter`` of shape ``(N, *shape)`` float32, in ``named_parameters`` order.
+        params: list of ``nn.Parameter`` of shape ``(N, *shape)`` float32, in ``named_parameters`` order, on
+            ``device``.
+        device: the ``torch.device`` they live on.
         names: the parameter names (the single module's ``state_dict`` keys).
         members: the N per-seed modules (views of the stack).
 
@@ -57,8 +61,9 @@ class SeedStack:
         ValueError: if the members differ in parameter names or shapes.
     """
 
-    def __init__(self, members: Sequence[nn.Module]):
+    def __init__(self, members: Sequence[nn.Module], device: torch.device | str | None = None):
         members = list(members)
+        self.device = torch.device("cpu") if device is None else torch.device(device)
         self.members = members
         self.names = [n for n, _ in members[0].named_parameters()]
         for m in members[1:]:
@@ -68,7 +73,7 @@ class SeedStack:
         self.n = len(members)
         self.params: list[nn.Parameter] = []
         for name in self.names:
-            stacked = torch.stack([m.get_parameter(name).detach() for m in members]).contiguous()
+            stacked = torch.stack([m.get_parameter(name).detach() for m in members]).to(self.device).contiguous()
             P = nn.Parameter(stacked)
             self.params.append(P)
             for k, m in enumerate(members):
@@ -96,21 +101,28 @@ class SeedStack:
     def _rows(self, idx):
         return self.params if idx is None else [P[idx] for P in self.params]
 
-    def forward(self, x: torch.Tensor, idx=None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, idx=None, params: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
         """Forward pass of every seed (or the seeds ``idx``, a ``(n,)`` int64 tensor) on its own batch.
 
         Args:
             x: ``(n, B, obs_dim)`` float32, seed ``i``'s inputs at ``x[i]``.
             idx: None (all N seeds) or the seed indices the rows of ``x`` belong to.
+            params: optional stacked parameters ``(n, *shape)`` to use instead of the stack's own rows (e.g. a
+                compact copy of some seeds' rows, stepped apart and written back; batched stacks only).
 
         Returns:
             ``(n, B, D, K)`` logits (policy), ``(n, B)`` values (value network), or the stacked outputs.
+
+        Raises:
+            ValueError: if ``params`` is given for a stack that is not batched.
         """
         n, B = x.shape[0], x.shape[1]
         if not self.batched:
+            if params is not None:
+                raise ValueError("SeedStack.forward: params= needs a batched (plain MLP) stack")
             seeds = range(self.n) if idx is None else idx.tolist()
             return torch.stack([self.members[k](x[j]) for j, k in enumerate(seeds)])
-        params = self._rows(idx)
+        params = self._rows(idx) if params is None else params
         h = x
         last = len(self.layers) - 1
         for i, (wi, bi) in enumerate(self.layers):
@@ -120,7 +132,7 @@ class SeedStack:
             else:
                 h = torch.baddbmm(params[bi].unsqueeze(1), h, W.transpose(1, 2))
             if i < last:
-                h = torch.relu(h)
+                h = torch.relu_(h)  # in place: the product is a fresh tensor its backward does not need
         if self.kind == "policy":
             t = self.members[0]
             return h.view(n, B, t.dims, t.bins)
@@ -128,11 +140,17 @@ class SeedStack:
 
     __call__ = forward
 
-    def log_probs(self, x: torch.Tensor, idx=None) -> torch.Tensor:
-        """``(n, B, D, K)`` log-probabilities of a policy stack (:func:`lcpo.numerics.categorical.log_probs`)."""
-        from lcpo.numerics import categorical
+    def log_probs(self, x: torch.Tensor, idx=None, params: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
+        """``(n, B, D, K)`` log-probabilities of a policy stack: ``z - logsumexp(z)`` over the ``K`` bins of the
+        logits ``z``.
 
-        return categorical.log_probs(self.forward(x, idx))
+        The same values as :func:`lcpo.numerics.categorical.log_probs` (``log_softmax``) up to float32 rounding, and
+        the same exact ``-inf`` for a ``-inf`` logit (finite gradients); spelled with ``logsumexp`` because
+        ``torch.log_softmax``'s CPU kernel over a last axis of 15 bins is several times slower (forward and
+        backward) at the thousands of rows of a population's batch (issue 26; PPO at N = 16).
+        """
+        z = self.forward(x, idx, params)
+        return z - torch.logsumexp(z, dim=-1, keepdim=True)
 
 
 def _grad_to_stack(P: nn.Parameter, k: int):
@@ -170,7 +188,7 @@ def clip_grad_norm_per_seed(params: Sequence[torch.Tensor], max_norm: float, idx
     """
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
-        return torch.zeros(params[0].shape[0] if idx is None else len(idx))
+        return torch.zeros(params[0].shape[0] if idx is None else len(idx), device=params[0].device)
     rows = [g if idx is None else g[idx] for g in grads]
     norms = torch.stack([torch.linalg.vector_norm(g.reshape(g.shape[0], -1), 2, dim=1) for g in rows], dim=1)
     total = torch.linalg.vector_norm(norms, 2, dim=1)
@@ -216,35 +234,83 @@ class SeedAdam:
 
     @torch.no_grad()
     def step(self, mask: np.ndarray | None = None) -> None:
-        """One Adam step of the seeds in ``mask`` (``(N,)`` bool; None: all); the others are untouched."""
+        """One Adam step of the seeds in ``mask`` (``(N,)`` bool; None: all); the others are untouched.
+
+        All stepping seeds are updated in one pass whatever their step counts: with equal counts the bias
+        corrections are ``torch.optim.Adam``'s Python scalars; with unequal counts (PPO's per-seed early stop, LCPO's
+        actor stepping only without anchors) each seed's scalars, computed the same way in double precision, are
+        a float32 column broadcast over its rows, which is the value the kernels use for a Python scalar (cast to
+        the tensor's dtype) in the same operations (``addcdiv_``'s ``param + (value * m) / denom`` spelled out), so
+        each seed's update is still bit for bit ``torch.optim.Adam``'s.
+        """
         active = np.ones(self.n, bool) if mask is None else np.asarray(mask, bool)
+        if not active.any():
+            return
         beta1, beta2 = self.betas
-        before = self.steps.copy()
-        for count in np.unique(before[active]):
-            sel = active & (before == count)
-            whole = bool(sel.all())
-            idx = None if whole else torch.from_numpy(np.flatnonzero(sel))
-            step = int(count) + 1
-            bias_correction1 = 1 - beta1 ** step
-            bias_correction2 = 1 - beta2 ** step
-            step_size = self.lr / bias_correction1
-            bias_correction2_sqrt = bias_correction2 ** 0.5
-            for P, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
-                if P.grad is None:
-                    continue
-                if whole:
-                    param, grad, exp_avg, exp_avg_sq = P.data, P.grad, m, v
-                else:
-                    param, grad, exp_avg, exp_avg_sq = P.data[idx], P.grad[idx], m[idx], v[idx]
-                if self.weight_decay != 0:
-                    grad = grad.add(param, alpha=self.weight_decay)
-                exp_avg.lerp_(grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        whole = bool(active.all())
+        dev = self.params[0].device
+        idx = None if whole else torch.from_numpy(np.flatnonzero(active)).to(dev)
+        counts = self.steps[active] + 1
+        uniform = bool((counts == counts[0]).all())
+        if uniform:
+            step = int(counts[0])
+            neg_step_size = -(self.lr / (1 - beta1 ** step))
+            bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+        else:
+            neg_step_size = torch.tensor([-(self.lr / (1 - beta1 ** int(c))) for c in counts],
+                                         dtype=self.params[0].dtype, device=dev)
+            bias_correction2_sqrt = torch.tensor([(1 - beta2 ** int(c)) ** 0.5 for c in counts],
+                                                 dtype=self.params[0].dtype, device=dev)
+        for P, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
+            if P.grad is None:
+                continue
+            if whole:
+                param, grad, exp_avg, exp_avg_sq = P.data, P.grad, m, v
+            else:
+                param, grad, exp_avg, exp_avg_sq = P.data[idx], P.grad[idx], m[idx], v[idx]
+            if self.weight_decay != 0:
+                grad = grad.add(param, alpha=self.weight_decay)
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            if uniform:
                 denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.eps)
-                param.addcdiv_(exp_avg, denom, value=-step_size)
-                if not whole:
-                    P.data[idx], m[idx], v[idx] = param, exp_avg, exp_avg_sq
-            self.steps[sel] += 1
+                param.addcdiv_(exp_avg, denom, value=neg_step_size)
+            else:
+                col = (-1,) + (1,) * (param.dim() - 1)
+                denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt.view(col)).add_(self.eps)
+                param.add_((exp_avg * neg_step_size.view(col)).div_(denom))
+            if not whole:
+                P.data[idx], m[idx], v[idx] = param, exp_avg, exp_avg_sq
+        self.steps[active] += 1
+
+    # -- a compact copy of some seeds -----------------------------------------------------------------------
+    def subset(self, rows: np.ndarray, params: Sequence[nn.Parameter]) -> "SeedAdam":
+        """A :class:`SeedAdam` over ``params`` (compact ``(len(rows), *shape)`` copies of the rows ``rows`` of this
+        optimizer's parameters) holding copies of those seeds' moments and step counts; :meth:`merge` writes it
+        back. Stepping the copy is stepping those seeds here (the same arithmetic, without indexing every step).
+
+        Args:
+            rows: ``(m,)`` int64 seed indices.
+            params: the compact parameters, in this optimizer's parameter order.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        t = torch.from_numpy(rows).to(self.params[0].device)
+        sub = SeedAdam.__new__(SeedAdam)
+        sub.params, sub.n = list(params), len(rows)
+        sub.lr, sub.weight_decay, sub.betas, sub.eps = self.lr, self.weight_decay, self.betas, self.eps
+        sub.exp_avg = [m[t] for m in self.exp_avg]  # advanced indexing copies
+        sub.exp_avg_sq = [v[t] for v in self.exp_avg_sq]
+        sub.steps = self.steps[rows].copy()
+        return sub
+
+    @torch.no_grad()
+    def merge(self, rows: np.ndarray, sub: "SeedAdam") -> None:
+        """Write the moments and step counts of a :meth:`subset` copy back into the rows ``rows``."""
+        rows = np.asarray(rows, dtype=np.int64)
+        t = torch.from_numpy(rows).to(self.params[0].device)
+        for m, v, ms, vs in zip(self.exp_avg, self.exp_avg_sq, sub.exp_avg, sub.exp_avg_sq):
+            m[t], v[t] = ms, vs
+        self.steps[rows] = sub.steps
 
     # -- one seed in torch.optim.Adam's state_dict format ------------------------------------------------
     def seed_state_dict(self, k: int) -> dict:
@@ -252,8 +318,8 @@ class SeedAdam:
         state = {}
         if self.steps[k] > 0:
             for i, (m, v) in enumerate(zip(self.exp_avg, self.exp_avg_sq)):
-                state[i] = {"step": torch.tensor(float(self.steps[k])), "exp_avg": m[k].clone(),
-                            "exp_avg_sq": v[k].clone()}
+                state[i] = {"step": torch.tensor(float(self.steps[k])), "exp_avg": m[k].cpu().clone(),
+                            "exp_avg_sq": v[k].cpu().clone()}  # CPU tensors: a checkpoint resumes anywhere
         group = {"lr": self.lr, "betas": tuple(self.betas), "eps": self.eps, "weight_decay": self.weight_decay,
                  "amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
                  "differentiable": False, "fused": None, "decoupled_weight_decay": False,
@@ -311,7 +377,10 @@ class SeedSGD:
     @torch.no_grad()
     def step(self, mask: np.ndarray | None = None) -> None:
         """``p -= lr * grad`` for the seeds in ``mask`` (None: all)."""
-        idx = None if mask is None or np.all(mask) else torch.from_numpy(np.flatnonzero(mask))
+        if mask is None or np.all(mask):
+            idx = None
+        else:
+            idx = torch.from_numpy(np.flatnonzero(mask)).to(self.params[0].device)
         for P in self.params:
             if P.grad is None:
                 continue
@@ -346,6 +415,12 @@ class StackedActing:
     and ``logits(obs (N, obs_dim)) -> (N, D, K)`` runs ``np.matmul`` per layer; other policies act through each
     seed's own fast path (:func:`lcpo.agents.nets.make_fast_policy` of its member module), in a loop.
 
+    On a device other than the CPU (:func:`lcpo.online.device.host_kernels` False) a plain MLP acts on the
+    device instead, through the stack's own forward pass: per call, one host-to-device copy of the observations
+    (with the Gumbel noise packed beside them) and one device-to-host copy of the ``(N, D)`` actions; nothing is
+    mirrored on the host (:meth:`sync` does nothing). Its logits equal the NumPy mirror's up to float32 rounding
+    of the products (not bitwise), so its Gumbel-max draws match except where two bins are within that rounding.
+
     Args:
         stack: a :class:`SeedStack` of policies.
         fast: optional per-seed single-observation fast paths (``sync``, ``logits``, ``sample``, ``greedy``, as
@@ -354,12 +429,17 @@ class StackedActing:
 
     def __init__(self, stack: SeedStack, fast: Sequence | None = None):
         from lcpo.agents.nets import make_fast_policy
+        from lcpo.online.device import host_kernels
 
         self.stack = stack
         t = stack.members[0]
         self.dims, self.bins = t.dims, t.bins
-        self.plain = (fast is None and stack.batched and is_plain_mlp(t)
-                      and not callable(getattr(t.body, "fast_policy", None)))
+        plain = (fast is None and stack.batched and is_plain_mlp(t)
+                 and not callable(getattr(t.body, "fast_policy", None)))
+        self.on_device = plain and not host_kernels(stack.device)  # act in torch on the stack's device
+        self.plain = plain and not self.on_device
+        if self.on_device:
+            return
         if fast is not None:
             self.fast = list(fast)
         if self.plain:
@@ -371,7 +451,9 @@ class StackedActing:
         self.sync()
 
     def sync(self) -> None:
-        """Copy the current weights of every seed (call after every update)."""
+        """Copy the current weights of every seed (call after every update; nothing to do on a device)."""
+        if self.on_device:
+            return
         if not self.plain:
             for f in self.fast:
                 f.sync()
@@ -384,6 +466,8 @@ class StackedActing:
     def logits(self, obs: np.ndarray) -> np.ndarray:
         """``(N, D, K)`` float32 logits of ``obs (N, obs_dim)``, seed ``k``'s policy on row ``k``."""
         n = obs.shape[0]
+        if self.on_device:
+            return self._device_logits(np.asarray(obs, dtype=np.float32)).cpu().numpy()
         if not self.plain:
             return np.stack([f.logits(obs[k]).reshape(self.dims, self.bins) for k, f in enumerate(self.fast)])
         x = np.asarray(obs, dtype=np.float32).reshape(n, 1, -1)
@@ -397,6 +481,14 @@ class StackedActing:
 
     def sample(self, obs: np.ndarray, gumbel: np.ndarray) -> np.ndarray:
         """Gumbel-max draws ``(N, D)`` int64 with pre-drawn noise ``gumbel (N, D * K)`` float32."""
+        if self.on_device:  # one copy in (observations and noise side by side), one copy out
+            n, d = obs.shape[0], obs.shape[1]
+            both = torch.from_numpy(np.concatenate([np.asarray(obs, np.float32).reshape(n, d),
+                                                    np.asarray(gumbel, np.float32).reshape(n, -1)], axis=1))
+            x = both.to(self.stack.device)
+            with torch.no_grad():
+                lg = self.stack.forward(x[:, None, :d])[:, 0]
+                return (lg + x[:, d:].view(lg.shape)).argmax(dim=2).cpu().numpy()
         if not self.plain:
             return np.stack([f.sample(obs[k], gumbel[k]) for k, f in enumerate(self.fast)])
         lg = self.logits(obs)
@@ -404,4 +496,12 @@ class StackedActing:
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """Most probable actions ``(N, D)`` int64."""
+        if self.on_device:
+            return self._device_logits(np.asarray(obs, dtype=np.float32)).argmax(dim=2).cpu().numpy()
         return self.logits(obs).argmax(axis=2)
+
+    def _device_logits(self, obs: np.ndarray) -> torch.Tensor:
+        """``(N, D, K)`` logits on the stack's device of host observations ``obs (N, obs_dim)`` float32."""
+        x = torch.from_numpy(np.ascontiguousarray(obs)).to(self.stack.device)
+        with torch.no_grad():
+            return self.stack.forward(x[:, None, :])[:, 0]

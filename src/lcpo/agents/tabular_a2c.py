@@ -87,7 +87,8 @@ class TableBody(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """``(B, out_dim)`` rows of the table for observations ``(B, obs_dim)`` (differentiable in the table)."""
-        return self.table[torch.from_numpy(self.rows(obs.detach().reshape(-1, obs.shape[-1]).numpy()))]
+        rows = torch.from_numpy(self.rows(obs.detach().reshape(-1, obs.shape[-1]).cpu().numpy()))
+        return self.table[rows.to(self.table.device)]
 
 
 class TablePolicy:
@@ -105,7 +106,7 @@ class TablePolicy:
     def sync(self) -> None:
         """Copy the torch table into the NumPy mirror (in place)."""
         with torch.no_grad():
-            self.table[...] = self.policy.body.table.detach().numpy()
+            self.table[...] = self.policy.body.table.detach().cpu().numpy()
 
     def logits(self, obs: np.ndarray) -> np.ndarray:
         """``(D, K)`` logits of one observation (a view of the table: copy it to keep it)."""

@@ -107,10 +107,10 @@ class TRPO(BatchOnPolicyAgent):
         hp = self.hp
         obs, ret, idx = b["obs"], b["ret"], b["idx"]
         n, T = ret.shape
-        rows = torch.arange(n).unsqueeze(1)
+        rows = torch.arange(n, device=self.device).unsqueeze(1)
         loss = np.zeros(n)
         for _ in range(hp.critic_epochs):
-            perm = torch.from_numpy(np.stack([self.seed_rngs[k]["buffer"].permutation(T) for k in idx]))
+            perm = self._dev(torch.from_numpy(np.stack([self.seed_rngs[k]["buffer"].permutation(T) for k in idx])))
             for start in range(0, T, hp.critic_minibatch):
                 mb = perm[:, start:start + hp.critic_minibatch]
                 loss = self._critic_step({"obs": obs[rows, mb], "ret": ret[rows, mb], "sel": b["sel"], "idx": idx})

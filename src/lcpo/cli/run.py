@@ -97,23 +97,21 @@ def _add_population_options(p) -> None:
                    help="run the seeds one at a time, one process-step per seed (the runs are the same; a "
                         "population is faster)")
     p.add_argument("--device", default="cpu", metavar="DEVICE",
-                   help="torch device of a population's networks: cpu (default) or cuda[:N] (batch-native "
-                        "agents only)")
+                   help="torch device of a population: cpu (default), cuda, cuda:N or another torch device "
+                        "string; batch-native agents' networks, optimizer state and update tensors live there, "
+                        "and the native windy Pendulum env steps there in torch (docs/population.md, Device)")
 
 
 def _check_device(args) -> None:
-    """Refuse a malformed ``--device`` and ``--device`` other than cpu with ``--no-batch`` (one-line errors)."""
-    dev = args.device
-    if not (dev == "cpu" or dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit())):
-        raise ValueError(f"--device {dev!r}: expected cpu, cuda or cuda:N")
+    """Check ``--device`` before any work (:func:`lcpo.online.device.resolve_device`: an unknown device, ``meta``,
+    ``cuda`` without a GPU are one-line errors naming the value) and refuse a device other than the CPU with
+    ``--no-batch``; ``args.device`` becomes the canonical name (``cpu``, ``cuda``, ``cuda:1``)."""
+    from lcpo.online.device import resolve_device
+
+    dev = str(resolve_device(args.device, "--device"))
     if dev != "cpu" and args.no_batch:
         raise ValueError(f"--device {dev} needs a population: drop --no-batch (single runs stay on the CPU)")
-    if dev != "cpu":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ValueError(f"--device {dev}: no CUDA GPU here (torch.cuda.is_available() is False); use --device "
-                             "cpu")
+    args.device = dev
 
 
 def cmd_run(args) -> int:
@@ -132,6 +130,11 @@ def cmd_run(args) -> int:
                          "after the warm-up, and the lifelong return would be n/a")
     _check_trace_length(args)
     _check_device(args)
+    if args.device != "cpu":  # every agent before the first run starts
+        from lcpo.online.population import _check_device_agent
+
+        for agent in args.agent:
+            _check_device_agent(agent, args.device, not args.no_batch)
     args.seed = parse_seeds([str(s) for group in args.seed for s in group])
     from lcpo.online.population import names_vector_env
 

@@ -44,6 +44,10 @@ def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="runs that differ only in seed train together as one population of at most N seeds "
                              "(one process; folders equal the runs alone, docs/population.md)")
     parser.add_argument("--no-batch", action="store_true", help="every seed in its own task (--population 1)")
+    parser.add_argument("--device", default="cpu", metavar="DEVICE",
+                        help="torch device of every population: cpu (default), cuda, cuda:N or another torch "
+                             "device string (batch-native agents; docs/population.md, Device); not part of a "
+                             "run's configuration: a sweep started on a GPU resumes on the CPU")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
     return parser
@@ -103,10 +107,20 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         print(f"lcpo sweep: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
         return 2
+    from lcpo.online.device import resolve_device
+
+    try:
+        device = str(resolve_device(args.device, "--device"))  # before any run: one line naming the value
+    except ValueError as exc:
+        print(f"lcpo sweep: error: {exc}", file=sys.stderr)
+        return 2
+    if device != "cpu" and args.no_batch:
+        print(f"lcpo sweep: error: --device {device} needs populations: drop --no-batch", file=sys.stderr)
+        return 2
     try:
         outcomes = run_sweep(specs, out, backend=args.backend, address=args.address, workers=args.workers,
                              executor=args.executor, name=cfg.name, progress=not args.no_progress, only=args.only,
-                             population=1 if args.no_batch else args.population)
+                             population=1 if args.no_batch else args.population, device=device)
     except SweepInterrupted as stopped:
         print(_stopped_line(stopped, args, out), file=sys.stderr)
         return 128 + stopped.signum

@@ -10,19 +10,21 @@ learn what the environment declares:
   lcpo saves: :mod:`lcpo.envs.wrapper_state`), which checkpoints and ``--resume`` need.
 
 :func:`check_env` turns what is missing into an error that names it and says how to add it (or a one-line
-notice where the run can go on). :func:`run_env_kwargs` is how a run passes its trace to an environment
+notice where the run can go on). A library run (:func:`lcpo.online.run.execute`, a population) refuses an
+environment its checkpoints could not save the same way, from the object it made (:func:`check_checkpointable`),
+before its first step. :func:`run_env_kwargs` is how a run passes its trace to an environment
 (:func:`lcpo.online.run.make_run_env`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from lcpo.envs.task import UNDECLARED_NOTICE, declared_continuing, return_unit
 
-__all__ = ["EnvFacts", "VectorEnvError", "check_env", "inspect_env", "refuse_vector_env", "run_env_kwargs",
-           "trace_length_applies"]
+__all__ = ["EnvFacts", "VectorEnvError", "check_checkpointable", "check_env", "checkpoint_refusal", "inspect_env",
+           "refuse_vector_env", "run_env_kwargs", "trace_length_applies"]
 
 _GUIDE = "docs/bring-your-own.md"
 
@@ -147,6 +149,52 @@ def inspect_env(env: str, env_kwargs: Mapping[str, Any] | None = None, trace: st
     return EnvFacts(env, continuing, context, checkpointable, notices, unsaved)
 
 
+def checkpoint_refusal(env: str, checkpointable: bool, unsaved: Sequence[str]) -> str | None:
+    """Why runs of ``env`` cannot be checkpointed, as the one-line message every refusal uses, or None.
+
+    Args:
+        env: the environment name as given (``"my_env:with_statistics"``), for the message.
+        checkpointable: ``env.unwrapped`` has ``get_state`` and ``set_state``.
+        unsaved: the wrappers whose state a checkpoint cannot save (:func:`lcpo.envs.wrapper_state.unsaved_wrappers`).
+
+    Returns:
+        The message (naming what is missing, or the wrappers, and how to fix it), or None when nothing is.
+    """
+    if not checkpointable:
+        return (f"environment {env!r} cannot be checkpointed: it has no get_state()/set_state(). Checkpoints and "
+                "--resume save the environment's state with them: add get_state() -> dict (its dynamics state, "
+                f"step counters, trace position, np_random state) and set_state(dict) (see {_GUIDE}), or run with "
+                "--checkpoint-every 0 (sweeps: checkpoint_every = 0)")
+    if unsaved:
+        return (f"environment {env!r} cannot be checkpointed: its wrapper(s) {', '.join(unsaved)} hold state that "
+                "a checkpoint would not save, so a resumed run would differ from an uninterrupted one. Give the "
+                "wrapper get_state() -> dict and set_state(dict), apply it inside the environment, or run with "
+                f"--checkpoint-every 0 (sweeps: checkpoint_every = 0) (see {_GUIDE})")
+    return None
+
+
+def check_checkpointable(env: Any, name: str) -> None:
+    """Refuse, before a run takes a step or writes a file, an environment object that its checkpoints could
+    not save: no ``get_state``/``set_state``, or a wrapper whose state is lost (:mod:`lcpo.envs.wrapper_state`).
+    The library's :func:`lcpo.online.run.execute` and :func:`lcpo.online.population.execute_population` call
+    it when checkpoints are on; the CLI and sweeps refuse the same earlier, from :func:`inspect_env`.
+
+    Args:
+        env: the environment as made for the run (wrappers included).
+        name: its name as configured, for the message.
+
+    Raises:
+        ValueError: the one-line message of :func:`checkpoint_refusal`.
+    """
+    from lcpo.envs.wrapper_state import unsaved_wrappers
+
+    base = env.unwrapped
+    checkpointable = callable(getattr(base, "get_state", None)) and callable(getattr(base, "set_state", None))
+    refusal = checkpoint_refusal(name, checkpointable, unsaved_wrappers(env))
+    if refusal is not None:
+        raise ValueError(refusal)
+
+
 def check_env(facts: EnvFacts, reset: str, checkpoint_every: int, agents=()) -> list[str]:
     """Check that runs with ``reset`` and ``checkpoint_every`` can use this environment.
 
@@ -178,18 +226,10 @@ def check_env(facts: EnvFacts, reset: str, checkpoint_every: int, agents=()) -> 
         if not facts.env.startswith("lcpo/"):
             notices.append(f"lcpo: note: {facts.env} declares no context (context_spec); the runs go on, but "
                            "LCPO needs one")
-    if checkpoint_every and not facts.checkpointable:
-        raise ValueError(
-            f"environment {facts.env!r} cannot be checkpointed: it has no get_state()/set_state(). Checkpoints and "
-            "--resume save the environment's state with them: add get_state() -> dict (its dynamics state, step "
-            f"counters, trace position, np_random state) and set_state(dict) (see {_GUIDE}), or run with "
-            "--checkpoint-every 0 (sweeps: checkpoint_every = 0)")
-    if checkpoint_every and facts.unsaved_wrappers:
-        raise ValueError(
-            f"environment {facts.env!r} cannot be checkpointed: its wrapper(s) {', '.join(facts.unsaved_wrappers)} "
-            "hold state that a checkpoint would not save, so a resumed run would differ from an uninterrupted "
-            "one. Give the wrapper get_state() -> dict and set_state(dict), apply it inside the environment, or "
-            f"run with --checkpoint-every 0 (sweeps: checkpoint_every = 0) (see {_GUIDE})")
+    refusal = checkpoint_refusal(facts.env, facts.checkpointable, facts.unsaved_wrappers) if checkpoint_every \
+        else None
+    if refusal is not None:
+        raise ValueError(refusal)
     if facts.continuing and reset == "end":
         notices.append(f"lcpo: note: {facts.env} is a continuing task: with reset 'end' no episode ever ends and "
                        "the lifelong return is n/a; its default is 'never' (rows of "

@@ -85,7 +85,7 @@ def _make_wrapped(env_id: str, kwargs: dict) -> gym.Env:
 
 
 def make_vector_env(env_id: str, env_kwargs: Sequence[dict], *, mode: str = "auto",
-                    autoreset_mode: AutoresetMode | str = AutoresetMode.DISABLED) -> VectorEnv:
+                    autoreset_mode: AutoresetMode | str = AutoresetMode.DISABLED, device=None) -> VectorEnv:
     """A vector env with one sub-environment per entry of ``env_kwargs``.
 
     Args:
@@ -98,6 +98,9 @@ def make_vector_env(env_id: str, env_kwargs: Sequence[dict], *, mode: str = "aut
             (:class:`~gymnasium.vector.AsyncVectorEnv`, one process per sub-env) or ``"native"``.
         autoreset_mode: the vector env's autoreset mode (default ``DISABLED``: the caller resets ended
             sub-envs with ``reset(options={"reset_mask": mask})``; :class:`VectorStream` does).
+        device: None (default), or the torch device a native vector env with a torch backend steps on (the
+            windy Pendulum's, :class:`~lcpo.envs.windy_pendulum_vector.WindyPendulumVectorEnv` ``device=``);
+            every other vector env steps on the host whatever it is.
 
     Returns:
         The vector env; ``metadata["autoreset_mode"]`` says its mode. Its ``single_action_space`` equals the
@@ -126,7 +129,9 @@ def make_vector_env(env_id: str, env_kwargs: Sequence[dict], *, mode: str = "aut
         raise ValueError(f"no native vector env for {env_id!r} (native: {sorted(NATIVE_VECTOR_ENVS)}); use "
                          "mode 'sync' or 'async'")
     if mode == "native" or (mode == "auto" and env_id in NATIVE_VECTOR_ENVS):
-        return _native_class(env_id)(env_kwargs=[dict(kw) for kw in env_kwargs], autoreset_mode=autoreset_mode)
+        extra = {} if device is None else {"device": device}
+        return _native_class(env_id)(env_kwargs=[dict(kw) for kw in env_kwargs], autoreset_mode=autoreset_mode,
+                                     **extra)
     if mode == "async":  # picklable factories; the wrapper gives per-worker set_state
         return AsyncVectorEnv([functools.partial(_make_wrapped, env_id, dict(kw)) for kw in env_kwargs],
                               autoreset_mode=autoreset_mode)

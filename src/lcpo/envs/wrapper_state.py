@@ -17,7 +17,9 @@ stateless wrappers        nothing: ``ClipAction``, ``RescaleAction``, ``Transfor
 a wrapper with            its own ``get_state() -> dict`` / ``set_state(dict)`` (defined on the wrapper's
 ``get_state``/``set_state``  class)
 anything else             refused: :func:`unsaved_wrappers` names it, and ``lcpo run`` / ``lcpo sweep``
-                          refuse to checkpoint such an environment before any run starts
+                          refuse to checkpoint such an environment before any run starts, the library's
+                          ``execute`` / ``execute_population`` before the run's first step
+                          (:func:`lcpo.envs.preflight.check_checkpointable`)
 ========================  =============================================================================
 
 Wrappers are matched by class (``module.QualName``), so a subclass of a known wrapper that adds state of its
@@ -113,11 +115,10 @@ def wrappers_state(env: Any) -> list[dict[str, Any]]:
 
 
 def _refusal(env: Any, names: list[str]) -> str:
-    which = ", ".join(names)
-    return (f"environment {env} cannot be checkpointed: its wrapper(s) {which} hold state that a checkpoint "
-            "would not save, so a resumed run would differ from an uninterrupted one; give the wrapper "
-            "get_state() -> dict and set_state(dict), apply it inside the environment, or run with "
-            "--checkpoint-every 0 (sweeps: checkpoint_every = 0) (see docs/bring-your-own.md)")
+    from lcpo.envs.preflight import checkpoint_refusal
+
+    spec = getattr(env, "spec", None)
+    return checkpoint_refusal(getattr(spec, "id", None) or str(env), True, names)
 
 
 def load_wrappers_state(env: Any, states: list[dict[str, Any]]) -> None:

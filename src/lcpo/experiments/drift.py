@@ -71,7 +71,7 @@ class PolicyProbe:
         obs = agent.rollout.obs[: agent.rollout.size]
         rng = np.random.default_rng([self.seed, k])
         pick = rng.choice(obs.shape[0], size=min(self.per_snapshot, obs.shape[0]), replace=False)
-        params = {f"p.{name}": t.detach().numpy().copy() for name, t in agent.actor.state_dict().items()}
+        params = {f"p.{name}": t.detach().cpu().numpy().copy() for name, t in agent.actor.state_dict().items()}
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.dir / f".k{k:05d}.tmp.npz"
         np.savez(tmp, step=np.int64(step), obs=obs[np.sort(pick)].copy(), **params)

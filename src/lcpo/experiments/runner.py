@@ -205,13 +205,16 @@ def group_seeds(specs: Sequence[RunSpec], max_size: int) -> list[list[RunSpec]]:
 
 
 def run_group(configs: Sequence[dict[str, Any]], out_dirs: Sequence[str], executor: str = DEFAULT_EXECUTOR,
-              should_stop: Callable[[], bool] | None = None, stop_event: str | None = None) -> list[dict[str, Any]]:
+              should_stop: Callable[[], bool] | None = None, stop_event: str | None = None,
+              device: str = "cpu") -> list[dict[str, Any]]:
     """Run a group of runs that differ only in seed (the task a worker executes for :func:`group_seeds`).
 
     One run, or an executor other than ``lcpo.online.run``: each run through :func:`run_one`, one after the
     other. Otherwise the runs train as one population (:func:`lcpo.online.population.execute_population`,
     which takes every run folder's lock); runs whose checkpoints stand at different steps (resumed before on
-    their own) cannot form one population and run one by one instead.
+    their own) cannot form one population and run one by one instead. ``device`` (``lcpo sweep --device``) is
+    the population's torch device (:func:`lcpo.online.population.execute_population`); off the CPU even a single
+    run trains as a population of one.
 
     Returns:
         One summary per run, in order (``{"interrupted_at": step}`` / ``{"not_started": True}`` as
@@ -224,7 +227,7 @@ def run_group(configs: Sequence[dict[str, Any]], out_dirs: Sequence[str], execut
         should_stop = _dask_stop_check(stop_event)
         if should_stop():
             return [{"not_started": True} for _ in configs]
-    if len(configs) == 1 or executor != DEFAULT_EXECUTOR:
+    if (len(configs) == 1 and device == "cpu") or executor != DEFAULT_EXECUTOR:
         return [run_one(c, o, executor, should_stop=should_stop) for c, o in zip(configs, out_dirs)]
     _limit_threads()
     from lcpo.online.population import execute_population
@@ -235,7 +238,8 @@ def run_group(configs: Sequence[dict[str, Any]], out_dirs: Sequence[str], execut
         (out / "error.json").unlink(missing_ok=True)
     try:
         run_configs = [RunConfig.from_dict(c) for c in configs]
-        return [dict(s) for s in execute_population(run_configs, outs, resume=True, should_stop=should_stop)]
+        return [dict(s) for s in execute_population(run_configs, outs, resume=True, should_stop=should_stop,
+                                                    device=device)]
     except ValueError as exc:
         if "checkpoints are at different steps" not in str(exc):
             _record_group_error(configs, outs, exc)
@@ -469,9 +473,9 @@ def _local_worker(conn, stop_flag, parent_pid: int) -> None:
             task = conn.recv()
             if task is None:
                 break
-            configs, out_dirs, executor = task
+            configs, out_dirs, executor, device = task
             try:
-                conn.send(("ok", run_group(configs, out_dirs, executor, should_stop=should_stop)))
+                conn.send(("ok", run_group(configs, out_dirs, executor, should_stop=should_stop, device=device)))
             except Exception as exc:  # noqa: BLE001 - sent to the sweep process, which records it
                 msg = (str(exc) if isinstance(exc, RunFailed)
                        else f"{Path(out_dirs[0]).name}: {type(exc).__name__}: {exc}")
@@ -506,7 +510,7 @@ class _Worker:
 
 def _run_local(todo: Sequence[list[RunSpec]], runs_dir: Path, executor: str, workers: int,
                on_result: Callable[[RunSpec, Any, BaseException | None], None], stop: _Stop,
-               write: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr)) -> None:
+               write: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr), device: str = "cpu") -> None:
     """Run ``todo`` (groups of runs, :func:`group_seeds`) on ``workers`` spawned worker processes
     (:func:`_local_worker`), one group each at a time, in order; a worker that dies fails its runs and is replaced. Stops as :class:`_Stop` says; returns once every
     worker has exited and been reaped."""
@@ -563,7 +567,7 @@ def _run_local(todo: Sequence[list[RunSpec]], runs_dir: Path, executor: str, wor
                         group = pending.popleft()
                         try:
                             w.conn.send(([dict(sp.config) for sp in group],
-                                         [str(run_dir(runs_dir, sp.run_id)) for sp in group], executor))
+                                         [str(run_dir(runs_dir, sp.run_id)) for sp in group], executor, device))
                             w.spec = group
                         except OSError:
                             pending.appendleft(group)  # the worker died meanwhile: replaced below
@@ -619,8 +623,9 @@ def _run_local(todo: Sequence[list[RunSpec]], runs_dir: Path, executor: str, wor
 def _run_dask(todo: Sequence[list[RunSpec]], runs_dir: Path, executor: str, workers: int, address: str | None,
               on_result: Callable[[RunSpec, Any, BaseException | None], None], stop: _Stop,
               on_slots: Callable[[int], None] = lambda n: None,
-              write: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr)) -> None:
-    """Run ``todo`` as Dask tasks. A stop request sets a ``dask.distributed.Event`` that every task polls
+              write: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr), device: str = "cpu") -> None:
+    """Run ``todo`` as Dask tasks (``device``: the populations' torch device, see :func:`run_group`). A stop
+    request sets a ``dask.distributed.Event`` that every task polls
     (:func:`run_one`): queued tasks return without starting, running ones checkpoint and return. The
     ``LocalCluster`` this starts (no ``address``) has workers that exit at once when it closes
     (:func:`_fast_exit_plugin`), so its nannies do not have to kill them."""
@@ -645,7 +650,8 @@ def _run_dask(todo: Sequence[list[RunSpec]], runs_dir: Path, executor: str, work
             # priority: Dask starts higher first, so the sweep's / --only's order holds
             fut = client.submit(run_group, [dict(sp.config) for sp in group],
                                 [str(run_dir(runs_dir, sp.run_id)) for sp in group], executor,
-                                stop_event=event_name, retries=2, pure=False, priority=len(todo) - rank)
+                                stop_event=event_name, device=device, retries=2, pure=False,
+                                priority=len(todo) - rank)
             futures[fut] = group
         remaining = set(futures)
         event_set = False
@@ -739,7 +745,7 @@ def _lock(runs_dir: Path):
 def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = "local",
               address: str | None = None, workers: int | None = None, executor: str = DEFAULT_EXECUTOR,
               name: str = "sweep", progress: bool = True, write_store: bool = True,
-              only: Sequence[str] | None = None, population: int = 16) -> list[RunOutcome]:
+              only: Sequence[str] | None = None, population: int = 16, device: str = "cpu") -> list[RunOutcome]:
     """Run every unfinished spec (or those ``only`` selects) into ``runs_dir/runs/<run_id>`` and (re)build the
     results store.
 
@@ -760,6 +766,9 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
         population: the largest population task: runs that differ only in seed train together in one process
             (:func:`group_seeds`, :func:`lcpo.online.population.execute_population`; their folders equal the runs'
             alone, docs/population.md); 1 runs every seed alone, as does any ``executor`` but the default.
+        device: the populations' torch device (``"cpu"``, ``"cuda"``, ``"cuda:N"``; docs/population.md,
+            "Device"), checked before any run (:func:`lcpo.online.device.resolve_device`); not part of a run's
+            configuration, so a sweep started on a GPU resumes on the CPU.
 
     Returns:
         One :class:`RunOutcome` per spec, in spec order.
@@ -781,6 +790,16 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
         raise ValueError(f"workers must be >= 1, got {workers}")
     if isinstance(population, bool) or not isinstance(population, int) or population < 1:
         raise ValueError(f"population must be an integer >= 1, got {population!r}")
+    if device != "cpu":
+        from lcpo.online.device import resolve_device
+
+        from lcpo.agents.population import BATCH_NATIVE
+
+        device = str(resolve_device(device, "--device"))
+        others = sorted({str(s.config.get("agent")) for s in specs} - set(BATCH_NATIVE))
+        if others:
+            raise ValueError(f"--device {device}: agents {others} are not batch-native (their networks stay on the "
+                             f"CPU); run them in a sweep without --device; batch-native: {sorted(BATCH_NATIVE)}")
     ids = [s.run_id for s in specs]
     if len(set(ids)) != len(ids):
         raise ValueError("duplicate run ids in specs")
@@ -843,12 +862,13 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
                 # populations need lcpo's own executor (execute_population); another executor runs seeds alone
                 tasks = group_seeds(todo, population if executor == DEFAULT_EXECUTOR else 1)
                 if backend == "local":
-                    _run_local(tasks, runs_dir, executor, n_workers, on_result, stop, write)
+                    _run_local(tasks, runs_dir, executor, n_workers, on_result, stop, write, device)
                 else:
                     def on_slots(n: int) -> None:
                         bar.workers = max(1, n)
 
-                    _run_dask(tasks, runs_dir, executor, n_workers, address, on_result, stop, on_slots, write)
+                    _run_dask(tasks, runs_dir, executor, n_workers, address, on_result, stop, on_slots, write,
+                              device)
         finally:
             stop.restore()
             bar.close()

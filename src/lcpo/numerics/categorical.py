@@ -95,7 +95,7 @@ def kl(logp_p: torch.Tensor, logp_q: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"kl: shapes differ: {tuple(logp_p.shape)} vs {tuple(logp_q.shape)}")
     p = logp_p.exp()
     support = p > 0
-    zero = torch.zeros((), dtype=logp_q.dtype)
+    zero = torch.zeros((), dtype=logp_q.dtype, device=logp_q.device)
     d = torch.where(support, logp_q - logp_p, zero)  # log(q / p) on p's support, 0 elsewhere
     # p (r - 1 - log r): expm1 form for moderate d (no cancellation); for d > 1 (q >> p) the direct form
     # q - p - p d, whose terms cannot cancel there (and expm1 could overflow)
@@ -123,7 +123,7 @@ def cross_entropy(logp_p: torch.Tensor, logp_q: torch.Tensor) -> torch.Tensor:
     if logp_p.shape != logp_q.shape:
         raise ValueError(f"cross_entropy: shapes differ: {tuple(logp_p.shape)} vs {tuple(logp_q.shape)}")
     p = logp_p.exp()
-    safe = torch.where(p > 0, logp_q, torch.zeros((), dtype=logp_q.dtype))
+    safe = torch.where(p > 0, logp_q, torch.zeros((), dtype=logp_q.dtype, device=logp_q.device))
     return -(p * safe).sum(dim=_DIMS)
 
 

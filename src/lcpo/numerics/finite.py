@@ -7,7 +7,8 @@ a run would act on with a NaN policy until some later check names the wrong quan
 at the first step or update where the value appears, naming the value and the step:
 
 * :func:`check_reward`: one reward at the environment boundary (the online loop and every agent's
-  ``observe``): finite and ``|r| <= F32_MAX``. A scalar comparison per step.
+  ``observe``): finite and ``|r| <= F32_MAX``. A scalar comparison per step. :func:`check_transition` adds
+  the next observation's finiteness (the agents' ``observe``).
 * :func:`to_float32`: a batch (advantages, returns, targets) cast to float32 for an update, refused if any entry
   is non-finite or overflows. One ``np.isfinite`` over the batch per update.
 * :func:`check_finite`: a float32 batch or scalar computed in float32 (the replay agents' TD targets, the
@@ -23,7 +24,8 @@ import math
 
 import numpy as np
 
-__all__ = ["F32_MAX", "OVERFLOW_HINT", "check_finite", "check_reward", "reward_error", "to_float32"]
+__all__ = ["F32_MAX", "OVERFLOW_HINT", "check_finite", "check_reward", "check_transition", "reward_error",
+           "to_float32"]
 
 #: The largest finite float32 (``3.4028235e38``): the bound of every value a network trains on.
 F32_MAX = float(np.finfo(np.float32).max)
@@ -55,6 +57,24 @@ def check_reward(reward: float, where: str) -> None:
         raise reward_error(float(reward), where)
 
 
+def check_transition(reward: float, next_obs, where: str) -> None:
+    """Refuse a transition an agent must not learn from: a reward :func:`check_reward` refuses, or a next
+    observation with a NaN or infinite entry (every agent's ``observe``).
+
+    Args:
+        reward: the transition's reward (float, int or NumPy scalar).
+        next_obs: ``(obs_dim,)`` array-like, the observation reached.
+        where: how the message places it, e.g. ``"at agent step 12"``.
+
+    Raises:
+        ValueError: as :func:`check_reward`, or ``non-finite next_obs [0.0, nan] at agent step 12``.
+    """
+    if not -F32_MAX <= reward <= F32_MAX:  # False for NaN too
+        raise reward_error(float(reward), where)
+    if not np.isfinite(next_obs).all():
+        raise ValueError(f"non-finite next_obs {np.asarray(next_obs).tolist()} {where}")
+
+
 def to_float32(name: str, values: np.ndarray, first_step: int, hint: str = "") -> np.ndarray:
     """Cast a batch of per-step values to float32, refusing any that is non-finite or overflows.
 
@@ -83,18 +103,19 @@ def to_float32(name: str, values: np.ndarray, first_step: int, hint: str = "") -
 
 
 def check_finite(name: str, values, where: str, hint: str = "") -> None:
-    """Refuse a float32 batch (NumPy array or CPU torch tensor) holding an inf or a NaN.
+    """Refuse a float32 batch (NumPy array or torch tensor) holding an inf or a NaN.
 
     Args:
         name: what the values are (``"TD targets"``), for the message.
-        values: any shape; a torch tensor is read without a copy.
+        values: any shape; a CPU torch tensor is read without a copy (one on another device is copied to the
+            host).
         where: how the message places it, e.g. ``"at the update at agent step 1200"``.
         hint: appended to the message.
 
     Raises:
         ValueError: naming ``name``, ``where`` and the first bad value.
     """
-    arr = values.detach().numpy() if hasattr(values, "detach") else np.asarray(values)
+    arr = values.detach().cpu().numpy() if hasattr(values, "detach") else np.asarray(values)
     ok = np.isfinite(arr)
     if not ok.all():
         bad = float(arr.reshape(-1)[np.flatnonzero(~ok.reshape(-1))[0]])

@@ -36,7 +36,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -58,16 +57,17 @@ SHARED_KEYS = ("env", "agent", "overrides", "steps", "checkpoint_every")
 # -- what a population is made of: a vector stream and an agent population ---------------------------------
 
 
-def _make_stream(env_id: str, env_kwargs: list[dict]):
+def _make_stream(env_id: str, env_kwargs: list[dict], device=None):
     """``(stream, seed_envs, user)``: the vector stream over one sub-environment per seed, the sub-environments
     themselves where they exist as objects (a ``SyncVectorEnv``'s; ``None`` for a native vector environment or a
-    user's), and whether it is the user's own vector environment (:func:`user_vector_env`)."""
+    user's), and whether it is the user's own vector environment (:func:`user_vector_env`). ``device``: the
+    torch device of a native vector env's torch backend (None: its host kernel)."""
     from gymnasium.vector import SyncVectorEnv
 
     from lcpo.envs.vector import VectorStream, make_vector_env
 
     user = user_vector_env(env_id, env_kwargs)
-    venv = user if user is not None else make_vector_env(env_id, env_kwargs)
+    venv = user if user is not None else make_vector_env(env_id, env_kwargs, device=device)
     base = venv.unwrapped
     envs = list(base.envs) if isinstance(base, SyncVectorEnv) and user is None else None
     return VectorStream(venv), envs, user is not None
@@ -170,15 +170,27 @@ def _make_agents(agent: str, env_id: str, env_kwargs: dict, seeds: list[int], de
     from lcpo.envs.registration import make_env
 
     native = batch and agent in BATCH_NATIVE
-    if device != "cpu" and not native:
-        raise ValueError(f"--device {device}: agent {agent!r} is not batch-native here (its networks stay on the "
-                         f"CPU); batch-native agents: {', '.join(sorted(BATCH_NATIVE)) or 'none yet'}")
+    _check_device_agent(agent, device, batch)
     if template is None:
         template = make_env(env_id, **env_kwargs)
     if native:
         kw = dict(overrides) if device == "cpu" else {**overrides, "device": device}
         return make_population(agent, template, seeds, **kw)
     return AgentPopulation(AGENTS[agent], template, seeds, **overrides)
+
+
+def _check_device_agent(agent: str, device: str, batch: bool) -> None:
+    """Refuse a device other than the CPU for an agent that is not batch-native (or ``batch=False``).
+
+    Raises:
+        ValueError: one line naming the device, the agent and the batch-native agents.
+    """
+    from lcpo.agents.population import BATCH_NATIVE
+
+    if device != "cpu" and not (batch and agent in BATCH_NATIVE):
+        why = "with batch=False (--no-batch)" if agent in BATCH_NATIVE else "here"
+        raise ValueError(f"--device {device}: agent {agent!r} is not batch-native {why} (its networks stay on the "
+                         f"CPU); batch-native agents: {', '.join(sorted(BATCH_NATIVE)) or 'none yet'}")
 
 
 # -- the online loop of N seeds -----------------------------------------------------------------------------
@@ -447,7 +459,10 @@ class Population:
         trace_length: fit the trace to this many steps.
         env_kwargs: extra environment arguments: one dict for all seeds, or one dict per seed.
         reset: reset condition (``end | every:N | never``), one for all seeds or one per seed.
-        device: ``"cpu"`` (default) or a torch device such as ``"cuda"`` for batch-native agents' networks.
+        device: ``"cpu"`` (default) or a torch device string such as ``"cuda"``, ``"cuda:1"``: batch-native
+            agents' networks, optimizer state and update tensors live there, and the native windy Pendulum vector
+            env steps there in torch (docs/population.md, "Device"); checked by
+            :func:`lcpo.online.device.resolve_device`.
         batch: False: the generic path (N single agents) even for a batch-native agent.
         **overrides: agent hyperparameters.
 
@@ -457,7 +472,8 @@ class Population:
         loop: the :class:`PopulationLoop`.
 
     Raises:
-        ValueError: no seeds, repeated seeds, a list of the wrong length, an unknown agent or environment.
+        ValueError: no seeds, repeated seeds, a list of the wrong length, an unknown agent or environment, an
+            unusable device or a device other than the CPU for an agent that is not batch-native.
     """
 
     def __init__(self, agent: str, env: str = "lcpo/WindyPendulum-v0", seeds: Sequence[int] = (0,), *,
@@ -490,11 +506,15 @@ class Population:
 
     def _init(self, agent, env_id, seeds, env_kwargs, resets, device, batch, overrides) -> None:
         from lcpo.agents import AGENTS
+        from lcpo.online.device import host_kernels, resolve_device
 
         if agent not in AGENTS:
             raise ValueError(f"unknown agent {agent!r}; known agents: {sorted(AGENTS)}")
-        self.agent_name, self.env_id, self.seeds, self.device = agent, env_id, list(seeds), str(device)
-        self.stream, self.seed_envs, user = _make_stream(env_id, env_kwargs)
+        dev = resolve_device(device)  # before any work: a one-line error naming the device
+        _check_device_agent(agent, str(dev), batch)
+        self.agent_name, self.env_id, self.seeds, self.device = agent, env_id, list(seeds), str(dev)
+        # off the CPU, the native windy Pendulum steps in torch on the same device (one copy each way per step)
+        self.stream, self.seed_envs, user = _make_stream(env_id, env_kwargs, None if host_kernels(dev) else dev)
         # a user's own vector env: the agents see a single environment's face of it, as do the run folders
         self.template = _Template(self.stream.venv).env if user else None
         self.agents = _make_agents(agent, env_id, env_kwargs[0], self.seeds, self.device, batch, overrides,
@@ -809,8 +829,8 @@ def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int):
 
 def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_at, on_progress, on_message,
                     device, should_stop=None) -> list[dict]:
-    from lcpo.online.run import (STOP_POLL_STEPS, _RUN_OUTPUTS, _context_names, _env_metrics,
-                                 _recorded_run_length_fields, _trace_info, _versions, resume_plan, run_summary)
+    from lcpo.online.run import (STOP_POLL_STEPS, _context_names, _env_metrics, _recorded_run_length_fields,
+                                 _remove_outputs, _trace_info, _write_config, resume_plan, run_summary)
     from lcpo.online.threads import limit_threads
     from lcpo.persistence.checkpoint import RunCheckpoints, atomic_write_json
     from lcpo.persistence.runlog import RunLog
@@ -847,6 +867,11 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
     if steps0[0] > 0:
         overrides.update(_recorded_run_length_fields(outs[0], cfgs[0]))
     pop = Population._from_configs(cfgs, device=device, overrides=overrides)
+    if cfgs[0].checkpoint_every and pop.seed_envs is not None:  # as execute: refused before the first step
+        from lcpo.envs.preflight import check_checkpointable
+
+        for j, cfg in enumerate(cfgs):  # the sub-environments whose wrappers a checkpoint saves
+            check_checkpointable(pop.seed_envs[j], cfg.env)
     n = len(cfgs)
     logs, probes, snaps = [], [], []
     from lcpo.experiments.snapshots import SnapshotRecorder
@@ -879,20 +904,11 @@ def _execute_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_
     # every check passed: from here on the folders are written
     for j, (cfg, out) in enumerate(zip(cfgs, outs)):
         if step0 == 0:
-            for name in _RUN_OUTPUTS:
-                p = out / name
-                if p.is_dir():
-                    shutil.rmtree(p)
-                elif p.exists():
-                    p.unlink()
+            _remove_outputs(out)
         (out / "summary.json").unlink(missing_ok=True)
         if cfg.tensorboard:
             logs[j].open_tensorboard(purge_step=None if step0 == 0 else step0 + 1)
-        env_j = pop.seed_env(j, cfg)
-        atomic_write_json(out / "config.json", {"run": cfg.to_dict(), "hyperparameters": pop.hyperparameters(j),
-                                                "context_spec": getattr(env_j.unwrapped, "context_spec", None)
-                                                and env_j.unwrapped.context_spec.to_dict(),
-                                                "versions": _versions()})
+        _write_config(out, cfg, pop.hyperparameters(j), pop.seed_env(j, cfg))
         if step0 > 0:
             logs[j].write(pop.episodes[j])  # episodes.csv / diagnostics.csv as of the checkpoint
         if starts[j][2] == "population":

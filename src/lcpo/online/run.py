@@ -250,6 +250,26 @@ class ResumePlan:
 _RUN_OUTPUTS = ("config.json", "episodes.csv", "diagnostics.csv", "tb", "probes", "snapshots.npz")
 
 
+def _remove_outputs(out: Path) -> None:
+    """Remove the :data:`_RUN_OUTPUTS` of ``out``: the leftovers of a run that stopped before its first
+    checkpoint, replaced by a fresh start (:func:`execute`, every seed of a population)."""
+    for name in _RUN_OUTPUTS:
+        p = out / name
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+
+
+def _write_config(out: Path, config: RunConfig, hyperparameters: dict, env) -> None:
+    """Write ``out/config.json``: the run's configuration, its resolved hyperparameters, the environment's
+    context spec (None if it declares none) and the package versions (:func:`execute`, every seed of a
+    population)."""
+    spec = getattr(env.unwrapped, "context_spec", None)
+    atomic_write_json(out / "config.json", {"run": config.to_dict(), "hyperparameters": hyperparameters,
+                                            "context_spec": spec and spec.to_dict(), "versions": _versions()})
+
+
 def _read_summary(path: Path) -> dict | None:
     try:
         text = path.read_text()
@@ -490,7 +510,9 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
 
     Raises:
         ValueError: bad configuration, unknown env/trace/agent, non-finite observations/rewards, a refused
-            resume (:func:`resume_plan`), or ``out_dir`` naming a file.
+            resume (:func:`resume_plan`), ``out_dir`` naming a file, or checkpoints (``checkpoint_every``) of an
+            environment they could not save (no ``get_state``/``set_state``, or a wrapper with unsaved state,
+            named: :func:`lcpo.envs.preflight.check_checkpointable`), refused before the first step.
         CheckpointError: (a ValueError) a missing, corrupt, unsafe or mismatched checkpoint file (named).
         RunFolderBusy: another process is writing the folder.
     """
@@ -544,6 +566,10 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
     code = code_provenance()  # the code this invocation runs on (one git call; summary.json "code")
     store = RunCheckpoints(out / "checkpoint")
     env = make_run_env(config)
+    if config.checkpoint_every:  # refused here, not at the first checkpoint: no step taken, no file written
+        from lcpo.envs.preflight import check_checkpointable
+
+        check_checkpointable(env, config.env)
     state = None
     length = config.steps
     if plan.action in ("resume", "extend"):
@@ -588,20 +614,11 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
             snaps.resume_from(loop.steps)
     # every check passed: from here on the folder is written
     if plan.action == "fresh":
-        for name in _RUN_OUTPUTS:  # leftovers of a run that stopped before its first checkpoint
-            p = out / name
-            if p.is_dir():
-                shutil.rmtree(p)
-            elif p.exists():
-                p.unlink()
+        _remove_outputs(out)  # leftovers of a run that stopped before its first checkpoint
     summary_path.unlink(missing_ok=True)  # an extended run is unfinished until its new summary
     if config.tensorboard:  # events past the checkpoint, written by an interrupted process, are purged
         log.open_tensorboard(purge_step=None if state is None else loop.steps + 1)
-    atomic_write_json(out / "config.json", {"run": config.to_dict(),
-                                            "hyperparameters": dataclasses.asdict(agent.hp),
-                                            "context_spec": getattr(env.unwrapped, "context_spec", None)
-                                            and env.unwrapped.context_spec.to_dict(),
-                                            "versions": _versions()})
+    _write_config(out, config, dataclasses.asdict(agent.hp), env)
     if state is not None:
         log.write(loop.episodes)  # episodes.csv / diagnostics.csv as of the checkpoint
     if plan.message:

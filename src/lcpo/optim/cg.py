@@ -101,8 +101,8 @@ def conjugate_gradient_batch(matvec: Callable[[torch.Tensor, torch.Tensor], torc
     r = b.clone()
     p = b.clone()
     rr = (r * r).sum(-1)
-    ok = torch.ones(N, dtype=torch.bool)
-    running = torch.ones(N, dtype=torch.bool)
+    ok = torch.ones(N, dtype=torch.bool, device=b.device)
+    running = torch.ones(N, dtype=torch.bool, device=b.device)
     for _ in range(iters):
         running &= rr >= residual_tol
         if not running.any():

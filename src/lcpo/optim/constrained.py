@@ -180,7 +180,7 @@ def kl_constrained_step_batch(get_flat: Callable[[], torch.Tensor], set_flat: Ca
     for k in range(N):
         if not nonzero[k]:
             results[k] = StepResult(False, max_backtracks, kls_old, 0.0, 0.0)
-    live = torch.tensor(nonzero, dtype=torch.bool)
+    live = torch.tensor(nonzero, dtype=torch.bool, device=grad.device)
     step = torch.zeros_like(grad)
     expected = [0.0] * N
     if live.any():

@@ -190,7 +190,10 @@ def mlp_fvp(policy: CategoricalPolicy, obs: torch.Tensor, damping: float) -> Cal
 
 
 def make_fvp(policy: nn.Module, obs: torch.Tensor, damping: float) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The fastest available Fisher-vector product for ``policy`` on ``obs`` (see module docstring)."""
-    if is_plain_mlp(policy):
+    """The fastest available Fisher-vector product for ``policy`` on ``obs`` (see module docstring): the NumPy
+    product for a plain MLP on the CPU, autograd's anywhere else (a network on a GPU: no host copies)."""
+    from lcpo.online.device import host_kernels
+
+    if is_plain_mlp(policy) and host_kernels(obs.device):
         return mlp_fvp(policy, obs, damping)
     return autograd_fvp(policy, obs, damping)

@@ -142,7 +142,8 @@ def save_state(path: str | Path, state: dict, generation: int | None = None) -> 
 def _load_tensors(pt: Path, data: bytes) -> dict:
     """``torch.load(weights_only=True)`` of ``data`` (the bytes of ``pt``), errors as :class:`CheckpointError`."""
     try:
-        tensors = torch.load(io.BytesIO(data), weights_only=True)
+        # map_location: a checkpoint always loads onto the CPU (saved from the CPU; the agent copies to its device)
+        tensors = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as exc:
         if "weights only" in str(exc).lower():
             raise CheckpointError(f"refused to load {pt}: it is not a plain tensor file (it holds pickled Python "

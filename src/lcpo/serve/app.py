@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from lcpo.serve.protocol import Limits, RequestError, ServerState, Spaces, decision_id
+from lcpo.serve.protocol import Limits, RequestError, ServerState, Spaces, decision_id, dumps, loads
 
 __all__ = ["ServeConfig", "Server", "create_app", "OPENAPI", "ConfigMismatch"]
 
@@ -201,7 +201,7 @@ class Server:
             self.state = ServerState(self.spaces, limits)
             self.state.load_json(self.learner.replica.to_json())
             for rec in records:
-                self.state.apply(rec)
+                self.state.apply(rec, transitions=False)
             self.replayed = len(records)
             self.inline = cfg.learn == "inline"
             if self.inline:
@@ -243,7 +243,7 @@ class Server:
             if fed:  # the learner already holds this transition: its state no longer follows the log
                 self.failed = f"log write failed after learning from it ({exc})"
             raise RequestError(503, f"the log write failed ({exc}); the request was not accepted") from None
-        self.state.apply(rec)
+        self.state.apply(rec, transitions=False)
         if self.inline:
             if fed:
                 self.learner.replica.apply(rec)
@@ -366,7 +366,7 @@ class Server:
 
 
 def _error_body(exc: RequestError) -> bytes:
-    return json.dumps({"error": str(exc), "field": exc.field}).encode()
+    return dumps({"error": str(exc), "field": exc.field})
 
 
 def create_app(server: Server):
@@ -415,7 +415,7 @@ def create_app(server: Server):
             chunks.append(chunk)
             more = msg.get("more_body", False)
         try:
-            return json.loads(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            return loads(chunks[0] if len(chunks) == 1 else b"".join(chunks))
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise RequestError(400, f"the request body is not JSON ({str(exc).splitlines()[0][:120]})", "body") \
                 from None
@@ -456,7 +456,7 @@ def create_app(server: Server):
             await inner(scope, receive, send)
             return
         if scope["method"] != "POST":
-            await send_json(send, 405, b'{"error": "method not allowed: use POST", "field": null}',
+            await send_json(send, 405, b'{"error":"method not allowed: use POST","field":null}',
                             ((b"allow", b"POST"),))
             return
         headers = dict(scope["headers"])
@@ -469,7 +469,7 @@ def create_app(server: Server):
             await send_json(send, exc.status, _error_body(exc),
                             ((b"www-authenticate", b"Bearer"),) if exc.status == 401 else ())
             return
-        await send_json(send, 200, json.dumps(out).encode())
+        await send_json(send, 200, dumps(out))
 
     app.state = inner.state  # type: ignore[attr-defined]
     return app

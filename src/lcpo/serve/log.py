@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import errno
-import json
 import os
 import threading
 import zlib
@@ -32,6 +31,8 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+
+from lcpo.serve.protocol import dumps, loads
 
 __all__ = ["LogError", "TransitionLog", "FSYNC_POLICIES"]
 
@@ -49,7 +50,7 @@ def _array(obj):
 
 
 def _encode(rec: dict) -> bytes:
-    body = json.dumps(rec, separators=(",", ":"), allow_nan=False, default=_array).encode("utf-8")
+    body = dumps(rec, default=_array)  # records hold validated finite numbers only (lcpo.serve.protocol)
     return body + b"\t%08x\n" % zlib.crc32(body)
 
 
@@ -61,8 +62,8 @@ def _decode(line: bytes) -> dict | None:
     try:
         if int(crc, 16) != zlib.crc32(body):
             return None
-        rec = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        rec = loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     return rec if isinstance(rec, dict) and isinstance(rec.get("#"), int) else None
 

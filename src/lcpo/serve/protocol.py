@@ -25,6 +25,7 @@ refused request changes nothing.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import deque
@@ -34,7 +35,50 @@ import numpy as np
 
 from lcpo.online.loop import Transition
 
-__all__ = ["RequestError", "Limits", "Spaces", "ServerState", "INFO_KEYS"]
+try:  # optional (the serve extra): 5-10x faster than the json module on request bodies, answers and records
+    import orjson
+except ImportError:  # pragma: no cover - exercised where orjson is not installed
+    orjson = None
+
+__all__ = ["RequestError", "Limits", "Spaces", "ServerState", "INFO_KEYS", "loads", "dumps"]
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse a JSON document: what ``json.loads`` returns, faster where orjson is installed.
+
+    orjson parses a strict subset of what ``json.loads`` accepts. Where it refuses a document (``NaN``,
+    ``Infinity``, a number beyond float64 such as ``1e999``, a byte-order mark, UTF-16/32, a lone surrogate,
+    nesting deeper than 1,024), ``json.loads`` decides, exactly as without orjson: a body with a NaN still parses
+    and is then refused with a 422 naming the field, not a 400. One difference remains: orjson reads an integer
+    beyond 64 bits as a float, which validation turns into the same float32 or float64 value either way.
+
+    Raises:
+        ValueError, UnicodeDecodeError, RecursionError: as ``json.loads`` does, for a document it refuses.
+    """
+    if orjson is not None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data)
+
+
+def dumps(obj: Any, default=None) -> bytes:
+    """Compact JSON bytes of ``obj`` (orjson where installed, else ``json.dumps`` with the same separators).
+
+    Only finite floats may be passed: orjson writes NaN as ``null`` where ``json.dumps`` raised (every float
+    that reaches an answer or a log record was validated finite or is a counter).
+
+    Args:
+        obj: dicts, lists, strings, ints, finite floats, booleans, None.
+        default: called with any other object; returns a JSON-able replacement or raises ``TypeError``.
+
+    Raises:
+        TypeError: an object neither JSON-able nor handled by ``default``.
+    """
+    if orjson is not None:
+        return orjson.dumps(obj, default=default)
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False, default=default).encode()
 
 #: Stream names: 1-128 characters of letters, digits and ``. _ : @ / -``.
 STREAM_RE = re.compile(r"[A-Za-z0-9._:@/\-]{1,128}\Z")
@@ -85,6 +129,10 @@ class Spaces:
         self.high = np.asarray(observation_space.high, dtype=np.float32).reshape(-1)
         self.bounded = bool(np.isfinite(self.low).any() or np.isfinite(self.high).any())
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        # the fast check of obs(): within [lo, hi] means finite and inside the bounds (NaN compares false)
+        f32 = np.finfo(np.float32)
+        self._lo = np.maximum(self.low, f32.min).astype(np.float64)
+        self._hi = np.minimum(self.high, f32.max).astype(np.float64)
 
     def obs(self, value: Any, field: str) -> np.ndarray:
         """Check an observation: a list of ``obs_dim`` finite numbers inside the space's bounds.
@@ -101,6 +149,16 @@ class Spaces:
                                field)
         if len(value) != self.obs_dim:
             raise RequestError(422, f"{field} must have {self.obs_dim} entries, got {len(value)}", field)
+        if _NUMBERS.issuperset(map(type, value)):  # the common case: numbers, all finite and in bounds
+            try:
+                arr = np.array(value, dtype=np.float64)  # exact for every float; no overflow warning to silence
+            except OverflowError:  # an int beyond float64: the slow path names it
+                arr = None
+            if arr is not None and np.logical_and(arr >= self._lo, arr <= self._hi).all():
+                try:
+                    return np.array(value, dtype=np.float32)  # the conversion below (no overflow: in range)
+                except (TypeError, ValueError, OverflowError):
+                    pass
         arr = None
         if all(type(x) is float or type(x) is int for x in value):  # not bool, str (which NumPy would parse)
             try:
@@ -113,11 +171,12 @@ class Spaces:
                 if isinstance(x, bool) or not isinstance(x, (int, float)):
                     raise RequestError(422, f"{field}[{i}] must be a number, got {_show(x)}", f"{field}[{i}]")
             arr = np.full(self.obs_dim, np.inf, dtype=np.float32)  # (an int too large for float32 stays inf)
-            for i, x in enumerate(value):
-                try:
-                    arr[i] = x
-                except OverflowError:
-                    pass
+            with np.errstate(over="ignore"):
+                for i, x in enumerate(value):
+                    try:
+                        arr[i] = x
+                    except OverflowError:
+                        pass
         bad = ~np.isfinite(arr)
         if bad.any():
             i = int(np.argmax(bad))
@@ -133,6 +192,9 @@ class Spaces:
     def action(self, logged) -> Any:
         """The agent-side form of a logged action: an int64 scalar (Discrete) or ``(D,)`` int64."""
         return np.int64(logged) if self.discrete else np.asarray(logged, dtype=np.int64)
+
+
+_NUMBERS = frozenset((int, float))  # JSON numbers (bool, a subclass of int, is refused)
 
 
 def _show(x: Any) -> str:
@@ -343,8 +405,9 @@ class ServerState:
                 "tr": _bool(body, "truncated"), "i": _info(body.get("info"))}
 
     # -- the state machine --------------------------------------------------------------------------------------
-    def apply(self, rec: dict) -> tuple[str, Transition] | None:
-        """Apply one record; returns ``(stream, transition)`` when it completes one.
+    def apply(self, rec: dict, transitions: bool = True) -> tuple[str, Transition] | None:
+        """Apply one record; returns ``(stream, transition)`` when it completes one (with ``transitions``; the
+        serving state, which only validates against the streams, passes False and gets None).
 
         Records: ``{"k": "step", "s", "o", "r", ["te", "tr", "f", "i"], "a", "v"}``,
         ``{"k": "act", "s", "o", "a", "v"}``, ``{"k": "obs", "d", "r", "n", "te", "tr", "i"}`` (``a`` the
@@ -354,7 +417,7 @@ class ServerState:
             ValueError: for a record that does not fit the state (a corrupt or foreign log).
         """
         kind = rec.get("k")
-        out = None
+        out, done = None, False
         if kind == "obs":
             n = int(rec["d"])
             stream = self._owner.pop(n, None)
@@ -362,7 +425,9 @@ class ServerState:
                 raise ValueError(f"log record {self.records} observes decision {n}, which is not the oldest "
                                  "outstanding decision of its stream")
             _, obs, action = self.streams[stream].popleft()
-            out = (stream, self._transition(obs, action, rec, vec(rec["n"])))
+            done = True
+            if transitions:
+                out = (stream, self._transition(obs, action, rec, vec(rec["n"])))
         elif kind in ("step", "act"):
             stream = rec["s"]
             q = self.streams.get(stream)
@@ -379,15 +444,17 @@ class ServerState:
                                          f"{len(q)} outstanding decisions")
                     n, obs, action = q.popleft()
                     del self._owner[n]
-                    nxt = rec["f"] if rec.get("f") is not None else rec["o"]
-                    out = (stream, self._transition(obs, action, rec, vec(nxt)))
+                    done = True
+                    if transitions:
+                        nxt = rec["f"] if rec.get("f") is not None else rec["o"]
+                        out = (stream, self._transition(obs, action, rec, vec(nxt)))
             q.append((self.decisions, vec(rec["o"]), rec["a"]))
             self._owner[self.decisions] = stream
             self.decisions += 1
         else:
             raise ValueError(f"log record {self.records} has an unknown kind {kind!r}")
         self.records += 1
-        if out is not None:
+        if done:
             self.transitions += 1
         return out
 

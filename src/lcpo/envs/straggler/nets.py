@@ -173,11 +173,11 @@ class NumpyPermInvariantPolicy:
         """Copy the torch weights into the NumPy arrays (in place)."""
         with torch.no_grad():
             for lin, w in zip(self._phi[:-1] + self._rho, self._phi_w + self._rho_w):
-                w[:-1] = lin.weight.detach().numpy().T
-                w[-1] = lin.bias.detach().numpy()
+                w[:-1] = lin.weight.detach().cpu().numpy().T
+                w[-1] = lin.bias.detach().cpu().numpy()
             last = self._phi[-1]
-            self._phi_last[:-1] = last.weight.detach().numpy()[0] / np.float32(self.n)
-            self._phi_last[-1] = last.bias.detach().numpy()[0]
+            self._phi_last[:-1] = last.weight.detach().cpu().numpy()[0] / np.float32(self.n)
+            self._phi_last[-1] = last.bias.detach().cpu().numpy()[0]
 
     def _forward(self, obs: np.ndarray) -> np.ndarray:
         """``(D * K,)`` float32 logits in an internal buffer (overwritten by the next call)."""
