@@ -12,6 +12,9 @@ change of the machine's load hits all of them alike). Paths:
 - ``generic``: the generic population (:class:`lcpo.agents.population.AgentPopulation`, N single agents);
 - ``batch``: the batch-native population, for agents in :data:`lcpo.agents.population.BATCH_NATIVE`.
 
+``--one-seed ROUNDS``: a population of one against the single run in one process, alternating rounds
+(:func:`one_seed_side_by_side`), the check of "a population of one is no slower than today's single agent".
+
 ``--memory``: the resident set size of a population of ``--memory-seeds`` LCPO seeds with
 ``--reservoir``-state reservoirs, full (the reservoir arrays are allocated lazily by the OS, so they are filled
 by writing states into them, as after 200k steps), measured after construction, after ``--memory-steps``
@@ -35,7 +38,7 @@ Usage::
 
     python benchmarks/population.py [--agents a2c lcpo] [--sizes 1 4 16 64] [--steps 2000] [--warmup 400]
         [--repeats 1] [--paths solo generic batch device] [--device cpu|cuda|cuda:N] [--device-path]
-        [--memory] [--json out.json]
+        [--one-seed ROUNDS] [--memory] [--json out.json]
 """
 
 from __future__ import annotations
@@ -94,6 +97,36 @@ def population_rate(agent: str, n: int, steps: int, warmup: int, repeats: int, b
         _sync(device)
         best = max(best, n * steps / (CLOCK() - t))
     return best
+
+
+def one_seed_side_by_side(agent: str, steps: int, warmup: int, rounds: int) -> dict:
+    """A population of one against today's single run, in one process: the solo run (``OnlineLoop``, one env,
+    one agent) and ``Population`` with one seed (the native vector env, ``PopulationLoop``) built once each,
+    warmed up, then timed in alternating rounds of ``steps`` steps (so a change of the machine's load hits both
+    alike); env steps/s per round, best and median over ``rounds``. Same agent code, same updates: the
+    difference is the runtime around them (env stepping, loop bookkeeping, the agent's storage path)."""
+    from lcpo.agents import AGENTS
+    from lcpo.online.loop import OnlineLoop
+    from lcpo.online.population import Population
+    from lcpo.online.run import RunConfig, make_run_env
+
+    cfg = RunConfig(agent=agent, trace=TRACE, trace_length=TRACE_LENGTH, overrides=_overrides(agent))
+    env = make_run_env(cfg)
+    loop = OnlineLoop(env, AGENTS[agent](env, seed=0, **cfg.overrides), seed=0)
+    pop = Population(agent, ENV, seeds=[0], trace=TRACE, trace_length=TRACE_LENGTH, **_overrides(agent))
+    loop.run(warmup)
+    pop.learn(warmup)
+    solo, one = [], []
+    for _ in range(rounds):
+        t = CLOCK()
+        loop.run(loop.steps + steps)
+        solo.append(steps / (CLOCK() - t))
+        t = CLOCK()
+        pop.learn(steps)
+        one.append(steps / (CLOCK() - t))
+    return {"solo_best": max(solo), "solo_median": float(np.median(solo)),
+            "population_of_one_best": max(one), "population_of_one_median": float(np.median(one)),
+            "rounds": rounds, "steps_per_round": steps}
 
 
 def _sync(device: str) -> None:
@@ -177,6 +210,9 @@ def main() -> None:
                    help="cpu (default), cuda, cuda:N or another torch device: the device path's device")
     p.add_argument("--device-path", action="store_true",
                    help="time the device code path on the CPU (torch acting, torch env, autograd Fisher products)")
+    p.add_argument("--one-seed", type=int, default=0, metavar="ROUNDS",
+                   help="also time a population of one against the single run side by side in one process, "
+                        "this many alternating rounds of --steps steps (after --warmup)")
     p.add_argument("--memory", action="store_true", help="also measure 64 LCPO seeds' memory")
     p.add_argument("--memory-seeds", type=int, default=64)
     p.add_argument("--reservoir", type=int, default=200_000)
@@ -246,6 +282,14 @@ def main() -> None:
             cells = [f"{row[n]:,.0f}" if n in row else "" for n in args.sizes]
             name = {"solo": "solo (single run)", "batch": "batch (cpu)", "device": f"batch ({label})"}.get(path, path)
             print(f"| {agent} | {name} | " + " | ".join(cells) + " |")
+    if args.one_seed:
+        results["one_seed"] = {}
+        print("\n| agent | single run: best (median) | population of one: best (median) |\n|---|---|---|")
+        for agent in args.agents:
+            r = one_seed_side_by_side(agent, args.steps, args.warmup, args.one_seed)
+            results["one_seed"][agent] = r
+            print(f"| {agent} | {r['solo_best']:,.0f} ({r['solo_median']:,.0f}) | {r['population_of_one_best']:,.0f} "
+                  f"({r['population_of_one_median']:,.0f}) |", flush=True)
     if args.memory:
         m = memory(args.memory_seeds, args.reservoir, args.memory_steps, "lcpo" in BATCH_NATIVE, args.device)
         results["memory"] = m

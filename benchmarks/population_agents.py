@@ -200,8 +200,10 @@ def fvp_gflops(n: int, repeats: int = 5) -> float:
 
     As LCPO's update computes them: each seed's own product (:func:`lcpo.optim.fisher.make_fvp` on its member
     module of a ``(64, 64)`` MLP policy, 15 bins) on 200 anchor states, applied to one vector per seed, 16 products
-    per seed (15 CG iterations and ``x^T A x``), seed by seed. FLOPs per product: ``8 B sum(in * out) - 4 B in_0 out_0`` (the
-    forward-mode pass and the backward pass, two GEMMs per layer each, none for the input's Jacobian).
+    per seed (15 CG iterations and ``x^T A x``), seed by seed, in the form the step calls (the NumPy product where
+    the tree has one), timed with the script's clock (``--cpu-time``: the process's CPU time). FLOPs per product:
+    ``8 B sum(in * out) - 4 B in_0 out_0`` (the forward-mode pass and the backward pass, two GEMMs per layer each,
+    none for the input's Jacobian).
     """
     from lcpo.agents.nets import CategoricalPolicy
     from lcpo.agents.stacked import SeedStack
@@ -218,10 +220,13 @@ def fvp_gflops(n: int, repeats: int = 5) -> float:
     P = sum(p[0].numel() for p in stack.params)
     V = torch.randn(n, P)
     flops = 8 * B * sum(a * b for a, b in zip(sizes[:-1], sizes[1:])) - 4 * B * sizes[0] * sizes[1]
+    # the form the constrained step calls: the NumPy product where make_fvp offers one (its per-seed NumPy CG),
+    # else the torch form (an lcpo tree before the NumPy CG)
+    calls = [(f.numpy, v.numpy()) if callable(getattr(f, "numpy", None)) else (f, v) for f, v in zip(fvps, V)]
     best = math.inf
     for _ in range(repeats):
         t0 = CLOCK()
-        for f, v in zip(fvps, V):  # seed-major, as kl_constrained_step_batch runs each seed's CG to its end
+        for f, v in calls:  # seed-major, as kl_constrained_step_batch runs each seed's CG to its end
             for _ in range(16):
                 f(v)
         best = min(best, CLOCK() - t0)

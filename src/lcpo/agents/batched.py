@@ -36,6 +36,21 @@ from lcpo.online.threads import limit_threads
 __all__ = ["BatchOnPolicyAgent"]
 
 
+class _LazyRows(Sequence):
+    """``n`` items built on access by ``build(i)`` (not kept: each access builds anew)."""
+
+    def __init__(self, n: int, build):
+        self._n, self._build = n, build
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self._build(i)
+
+
 class BatchOnPolicyAgent(Agent):
     """N independent on-policy learners with a leading seed axis (see module docstring).
 
@@ -244,6 +259,13 @@ class BatchOnPolicyAgent(Agent):
                 of the wrong shape.
         """
         n = self.n_seeds
+        has = getattr(infos, "has", None)  # VectorStream's StepInfos: the N dicts are built only when needed
+        per_seed_info = has is None or has("gamma") or has("forced")
+        if n == 1 and len(infos) == 1 and np.shape(next_obs) == (1, self.obs_dim) and np.size(rewards) == 1:
+            # one seed: the single agent's scalar path (the same values stored, without the (1, ...) arrays)
+            return [self._observe_one(np.asarray(obs)[0], np.asarray(actions)[0], np.asarray(rewards).item(),
+                                      np.asarray(next_obs)[0], bool(np.asarray(terminated).item()),
+                                      bool(np.asarray(truncated).item()), infos[0] if per_seed_info else None)]
         rewards = np.asarray(rewards, dtype=np.float64).reshape(-1)
         next_obs = np.asarray(next_obs, dtype=np.float32)
         if rewards.shape != (n,) or next_obs.shape != (n, self.obs_dim) or len(infos) != n:
@@ -259,10 +281,11 @@ class BatchOnPolicyAgent(Agent):
         gamma = self.hp.gamma
         gammas = np.full(n, gamma, dtype=np.float64)
         masks = np.ones(n, dtype=bool)
-        for k, info in enumerate(infos):
-            if info:
-                gammas[k] = info.get("gamma", gamma)
-                masks[k] = not info.get("forced", False)
+        if per_seed_info:
+            for k, info in enumerate(infos):
+                if info:
+                    gammas[k] = info.get("gamma", gamma)
+                    masks[k] = not info.get("forced", False)
         actions = np.asarray(actions).reshape(n, self.action_dims)
         self.rollouts.add_batch(obs, actions, rewards, next_obs, terminated, truncated, gammas, masks)
         self.seed_steps += 1
@@ -296,9 +319,12 @@ class BatchOnPolicyAgent(Agent):
             ValueError: on a non-finite reward or next observation (naming the value).
         """
         self._solo("observe")
-        reward = float(tr.reward)
-        check_transition(reward, tr.next_obs, f"at agent step {self.steps}")
-        info = tr.info
+        return self._observe_one(tr.obs, tr.action, tr.reward, tr.next_obs, tr.terminated, tr.truncated, tr.info)
+
+    def _observe_one(self, obs, action, reward, next_obs, terminated, truncated, info) -> dict | None:
+        """:meth:`observe` of one transition given by its fields (N = 1; also :meth:`observe_batch`'s N = 1)."""
+        reward = float(reward)
+        check_transition(reward, next_obs, f"at agent step {self.steps}")
         gamma, mask = self.hp.gamma, True
         if info:
             gamma = info.get("gamma", gamma)
@@ -307,12 +333,12 @@ class BatchOnPolicyAgent(Agent):
         b, p = self.rollouts, int(self.rollouts.ptr[0])
         if p >= b.size:
             raise OverflowError("rollout buffer is full; call reset() after the update")
-        b.obs[0, p] = tr.obs
-        b.actions[0, p] = tr.action
+        b.obs[0, p] = obs
+        b.actions[0, p] = action
         b.rewards[0, p] = reward
-        b.next_obs[0, p] = tr.next_obs
-        b.terminated[0, p] = tr.terminated
-        b.truncated[0, p] = tr.truncated
+        b.next_obs[0, p] = next_obs
+        b.terminated[0, p] = terminated
+        b.truncated[0, p] = truncated
         b.gammas[0, p] = gamma
         b.policy_mask[0, p] = mask
         b.ptr[0] = p + 1
@@ -433,7 +459,9 @@ class BatchOnPolicyAgent(Agent):
             kl_limits, scale_kl, cg_iters, max_backtracks, accept_ratio: as the single step's.
             fvp_states: per slot, the ``(B, obs_dim)`` states of its Fisher (anchors for LCPO, the batch for TRPO).
             make_fvp: ``(module, states, damping) -> fvp`` (:func:`lcpo.optim.fisher.make_fvp`; each seed's own
-                product on its own module).
+                product on its own module). When its products carry a NumPy form (``fvp.numpy``: plain MLPs),
+                each seed's conjugate gradient runs in NumPy and its product is built when its solve starts (one
+                seed's activations held at a time); otherwise all products are built and the torch solve is used.
             damping: Fisher damping.
 
         Returns:
@@ -451,10 +479,23 @@ class BatchOnPolicyAgent(Agent):
                           for p in params], dim=1)
         for p in params:
             p.grad = None
-        fvps = [make_fvp(self.actors.members[k], fvp_states[i], damping) for i, k in enumerate(seeds)]
+        built = {0: make_fvp(self.actors.members[seeds[0]], fvp_states[0], damping)}
 
-        def fvp(V: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-            return torch.stack([fvps[i](V[j]) for j, i in enumerate(r.tolist())])
+        def product(i: int):
+            """Slot ``i``'s product, built when first asked for."""
+            f = built.pop(i, None)
+            return f if f is not None else make_fvp(self.actors.members[seeds[i]], fvp_states[i], damping)
+
+        if callable(getattr(built[0], "numpy", None)):
+            # NumPy products (plain MLPs, lcpo.optim.fisher.mlp_fvp): each seed's CG runs in NumPy, its product
+            # built when its solve starts and dropped after it, so one seed's activations are held at a time
+            row_matvecs, fvp = _LazyRows(m, lambda i: product(i).numpy), None
+        else:
+            fvps = [product(i) for i in range(m)]
+            row_matvecs = None
+
+            def fvp(V: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+                return torch.stack([fvps[i](V[j]) for j, i in enumerate(r.tolist())])
 
         def get_flat() -> torch.Tensor:
             return torch.cat([p.detach()[rows].reshape(m, -1) for p in params], dim=1)
@@ -469,7 +510,8 @@ class BatchOnPolicyAgent(Agent):
 
         return kl_constrained_step_batch(get_flat, set_flat, grad, fvp, surrogate, kl_fns, kl_limits,
                                          scale_kl=scale_kl, cg_iters=cg_iters, max_backtracks=max_backtracks,
-                                         accept_ratio=accept_ratio, loss_old=loss.detach().tolist())
+                                         accept_ratio=accept_ratio, loss_old=loss.detach().tolist(),
+                                         row_matvecs=row_matvecs)
 
     # -- persistence ---------------------------------------------------------------------------------
     def _check_k(self, k) -> int:

@@ -22,8 +22,10 @@ Batch-native (:class:`~lcpo.agents.batched.BatchOnPolicyAgent`): ``LCPO.populati
 independent learners; ``LCPO(env, seed)`` is the population of one. Per seed: detector and threshold calibration,
 reservoir, anchors, temperature and its Adam, the actor's Adam (stepping only on updates without anchors). Seeds
 with anchors take the constrained step together (:func:`lcpo.optim.constrained.kl_constrained_step_batch`: CG
-with per-seed scalars until every seed has converged, a line search until the last seed accepts); the
-Fisher-vector products are each seed's own (:func:`lcpo.optim.fisher.make_fvp` on its module).
+with per-seed scalars, each seed's solve to its own convergence, a line search until the last seed accepts); the
+Fisher-vector products are each seed's own (:func:`lcpo.optim.fisher.make_fvp` on its module; for plain MLPs the
+solve runs in NumPy on :func:`lcpo.optim.fisher.mlp_fvp`'s NumPy product). The policy gradient comes from a forward
+pass on the recent batch alone; the anchors join the forward pass in the line search, where their KL is read.
 """
 
 from __future__ import annotations
@@ -285,13 +287,15 @@ class LCPO(BatchOnPolicyAgent):
         eval_obs = torch.cat([obs, anchor_obs], dim=1)
         last = {}
 
-        def surrogate() -> torch.Tensor:
-            logp_eval = self.actors.log_probs(eval_obs, sel)
-            logp_all = logp_eval[:, :T]
-            last["logp_eval"] = logp_eval  # reused by the KL functions, evaluated next at the same parameters
+        def surrogate_of(logp_all: torch.Tensor) -> torch.Tensor:
             ratio = torch.exp(CategoricalPolicy.log_prob_of(logp_all, actions) - lo)
             ent = CategoricalPolicy.entropy_of(logp_all).mean(dim=1)
             return -(adv * ratio * mask).sum(dim=1) / ms - al * ent
+
+        def surrogate() -> torch.Tensor:
+            logp_eval = self.actors.log_probs(eval_obs, sel)
+            last["logp_eval"] = logp_eval  # reused by the KL functions, evaluated next at the same parameters
+            return surrogate_of(logp_eval[:, :T])
 
         with torch.no_grad():
             logp_anchor_old = self.actors.log_probs(anchor_obs, sel)
@@ -302,7 +306,9 @@ class LCPO(BatchOnPolicyAgent):
         def kl_recent() -> torch.Tensor:
             return CategoricalPolicy.kl(lo_all, last["logp_eval"][:, :T]).mean(dim=1)
 
-        loss = surrogate()
+        # the gradient needs only the recent batch: the anchors' rows join the forward pass in the line search
+        # (the batched products give each row the same values whatever the number of rows)
+        loss = surrogate_of(self.actors.log_probs(obs, sel))
         loss_old = loss.detach().tolist()
         results = self._constrained_actor_step(seeds, loss, surrogate, (kl_recent, kl_anchor),
                                                (hp.c_recent, hp.c_anchor), hp.c_anchor, list(anchor_obs), make_fvp,

@@ -16,7 +16,8 @@ Every rollout of ``rollout_steps`` transitions (3,200 in the paper, Table 11):
 
 Batch-native (:class:`~lcpo.agents.batched.BatchOnPolicyAgent`): ``TRPO.population(env, seeds)`` holds N
 independent learners (per-seed critic minibatch shuffles, per-seed constrained steps taken together by
-:func:`lcpo.optim.constrained.kl_constrained_step_batch`); ``TRPO(env, seed)`` is the population of one.
+:func:`lcpo.optim.constrained.kl_constrained_step_batch`); ``TRPO(env, seed)`` is the population of one. One forward
+pass gives the old log-probabilities and the gradient; each line-search candidate's surrogate and KL share one.
 """
 
 from __future__ import annotations
@@ -122,18 +123,24 @@ class TRPO(BatchOnPolicyAgent):
         obs, actions, adv, mask, sel = b["obs"], b["actions"], b["adv"], b["mask"], b["sel"]
         value_loss = self._fit_critic(b)
         msum = mask.sum(dim=1).clamp(min=1.0)
-        with torch.no_grad():
-            logp_old_all = self.actors.log_probs(obs, sel)
-            logp_old = CategoricalPolicy.log_prob_of(logp_old_all, actions)
+        # one forward pass gives the old log-probabilities (detached) and the gradient's graph: the same values
+        logp_all = self.actors.log_probs(obs, sel)
+        logp_old_all = logp_all.detach()
+        logp_old = CategoricalPolicy.log_prob_of(logp_old_all, actions)
+        last = {}
 
-        def surrogate() -> torch.Tensor:
-            logp = CategoricalPolicy.log_prob_of(self.actors.log_probs(obs, sel), actions)
+        def surrogate_of(logp_all: torch.Tensor) -> torch.Tensor:
+            logp = CategoricalPolicy.log_prob_of(logp_all, actions)
             return -(adv * torch.exp(logp - logp_old) * mask).sum(dim=1) / msum
 
-        def kl_batch() -> torch.Tensor:
-            return CategoricalPolicy.kl(logp_old_all, self.actors.log_probs(obs, sel)).mean(dim=1)
+        def surrogate() -> torch.Tensor:
+            last["logp_all"] = self.actors.log_probs(obs, sel)  # read by kl_batch, called next at these parameters
+            return surrogate_of(last["logp_all"])
 
-        loss = surrogate()
+        def kl_batch() -> torch.Tensor:
+            return CategoricalPolicy.kl(logp_old_all, last["logp_all"]).mean(dim=1)
+
+        loss = surrogate_of(logp_all)
         seeds = [int(k) for k in idx]
         results = self._constrained_actor_step(seeds, loss, surrogate, (kl_batch,), (hp.max_kl,), hp.max_kl,
                                                list(obs), make_fvp, hp.damping, hp.cg_iters, hp.max_backtracks,

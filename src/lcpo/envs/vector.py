@@ -258,6 +258,12 @@ class StepInfos(Sequence):
             self._cache[i] = _info_at(self._infos, i)
         return self._cache[i]
 
+    def has(self, key: str) -> bool:
+        """True if some sub-env's info has the top-level ``key`` (without building the N dicts)."""
+        mask = self._infos.get(f"_{key}")
+        return ((key in self._infos and (mask is None or bool(np.any(mask))))
+                or any(key in info for info in self._overrides.values()))
+
     def batched(self, key: str) -> np.ndarray:
         """``(N, ...)`` array of ``key`` over the sub-envs (the final info's value where a SAME_STEP sub-env
         ended).

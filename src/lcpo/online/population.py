@@ -256,11 +256,13 @@ class PopulationLoop:
         self._ep_length = np.zeros(self.n, dtype=np.int64)
         self._ctx_sum: np.ndarray | None = None  # (N, c) float64, valid where _has_ctx
         self._has_ctx = np.zeros(self.n, dtype=bool)
+        self._ctx_all = False  # _has_ctx.all(), kept as a Python bool (read every step)
 
     def _after_reset(self, mask: np.ndarray) -> None:
         self._ep_return[mask] = 0.0
         self._ep_length[mask] = 0
         self._has_ctx[mask] = False
+        self._ctx_all = self._ctx_all and not mask.any()
         for k in np.flatnonzero(mask):
             hook = getattr(self.conds[k], "on_reset", None)
             if hook is not None:
@@ -281,11 +283,13 @@ class PopulationLoop:
         if arr is not None:
             if self._ctx_sum is None or self._ctx_sum.shape != arr.shape:
                 self._ctx_sum = arr.copy()
-            elif self._has_ctx.all():
+            elif self._ctx_all:
                 self._ctx_sum += arr
+                return
             else:  # a fresh episode starts from its first context itself (as OnlineLoop does), keeping -0.0
                 np.copyto(self._ctx_sum, np.where(self._has_ctx[:, None], self._ctx_sum + arr, arr))
             self._has_ctx[:] = True
+            self._ctx_all = True
             return
         for k, c in enumerate(ctx):  # some seeds report no context this step
             if c is None:
@@ -295,6 +299,7 @@ class PopulationLoop:
                 self._ctx_sum = np.zeros((self.n, c.size))
             self._ctx_sum[k] = self._ctx_sum[k] + c if self._has_ctx[k] else c
             self._has_ctx[k] = True
+        self._ctx_all = bool(self._has_ctx.all())
 
     def _carry_on(self, mask: np.ndarray) -> None:
         """Keep stepping the masked sub-environments past their own truncation (``never``), as
@@ -328,15 +333,18 @@ class PopulationLoop:
             self._after_reset(np.ones(self.n, dtype=bool))
         stream, agents, conds, seeds = self.stream, self.agents, self.conds, self.seeds
         any_never = bool(self.never.any())
+        check = not getattr(agents, "validates_transitions", False)  # else observe_batch checks them (once)
+        mutates = any_never or bool(self._counted)  # the loop may set or clear a truncated flag (own copy)
         while self.steps < until_step:
             obs = self.obs
             actions = agents.act_batch(obs)
             next_obs, rewards, terminated, truncated, infos = stream.step(actions)
             rewards = np.asarray(rewards, dtype=np.float64)
-            _check_finite("reward", rewards, self.steps, seeds)
-            _check_finite("observation", np.asarray(next_obs), self.steps, seeds)
-            terminated = np.array(terminated, dtype=bool)
-            truncated = np.array(truncated, dtype=bool)
+            if check:
+                _check_finite("reward", rewards, self.steps, seeds)
+                _check_finite("observation", np.asarray(next_obs), self.steps, seeds)
+            terminated = np.asarray(terminated, dtype=bool)  # read only
+            truncated = np.array(truncated, dtype=bool) if mutates else np.asarray(truncated, dtype=bool)
             if any_never:
                 carry_on = self.never & truncated & ~terminated
                 if carry_on.any():  # the environment's own time limit: a continuing stream goes on
@@ -374,6 +382,7 @@ class PopulationLoop:
                 self._ep_return[window] = 0.0
                 self._ep_length[window] = 0
                 self._has_ctx[window] = False
+                self._ctx_all = False
 
     def seed_states(self) -> list[dict]:
         """Every seed's loop state in :meth:`lcpo.online.loop.OnlineLoop.state_dict`'s format (so a seed folder
@@ -413,6 +422,7 @@ class PopulationLoop:
         self._ep_return = np.array([float(s["ep_return"]) for s in states])
         self._ep_length = np.array([int(s["ep_length"]) for s in states], dtype=np.int64)
         self._has_ctx = np.array([s["ctx_sum"] is not None for s in states])
+        self._ctx_all = bool(self._has_ctx.all())
         if self._has_ctx.any():
             width = next(np.asarray(s["ctx_sum"]).size for s in states if s["ctx_sum"] is not None)
             self._ctx_sum = np.zeros((self.n, width))

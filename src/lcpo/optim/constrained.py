@@ -23,10 +23,11 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
-from lcpo.optim.cg import NotPositiveDefiniteError, conjugate_gradient
+from lcpo.optim.cg import NotPositiveDefiniteError, conjugate_gradient, conjugate_gradient_numpy
 from lcpo.optim.fisher import flat_params, set_flat_params
 
 __all__ = ["StepResult", "kl_constrained_step", "kl_constrained_step_batch"]
@@ -120,11 +121,12 @@ def kl_constrained_step(module: nn.Module, grad: torch.Tensor, fvp: Callable[[to
 
 
 def kl_constrained_step_batch(get_flat: Callable[[], torch.Tensor], set_flat: Callable[[torch.Tensor], None],
-                              grad: torch.Tensor, fvp: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                              grad: torch.Tensor, fvp: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
                               loss_fn: Callable[[], torch.Tensor],
                               kl_fns: Sequence[Callable[[], torch.Tensor]], kl_limits: Sequence[float],
                               scale_kl: float, cg_iters: int = 15, max_backtracks: int = 10,
-                              accept_ratio: float = 0.1, loss_old: Sequence[float] | None = None
+                              accept_ratio: float = 0.1, loss_old: Sequence[float] | None = None,
+                              row_matvecs: Sequence[Callable[[np.ndarray], np.ndarray]] | None = None
                               ) -> list[StepResult]:
     """:func:`kl_constrained_step` for N independent policies (a population's seeds) at once.
 
@@ -140,13 +142,19 @@ def kl_constrained_step_batch(get_flat: Callable[[], torch.Tensor], set_flat: Ca
         get_flat: ``() -> (N, n)`` the rows' current flat parameters (a copy).
         set_flat: ``(N, n) -> None`` writes all rows' flat parameters.
         grad: ``(N, n)`` gradients of the surrogate losses (to minimise).
-        fvp: ``(V (m, n), rows (m,) int64) -> (m, n)`` damped Fisher-vector products of the rows ``rows``.
+        fvp: ``(V (m, n), rows (m,) int64) -> (m, n)`` damped Fisher-vector products of the rows ``rows`` (not
+            called, and may be None, when ``row_matvecs`` is given).
         loss_fn: ``() -> (N,)`` the surrogates at the current parameters (called under ``no_grad``).
         kl_fns: each ``() -> (N,)`` mean KLs, called right after ``loss_fn`` at the same parameters.
         kl_limits: the limit of each KL.
         scale_kl: the KL the full step is scaled to.
         cg_iters, max_backtracks, accept_ratio: as :func:`kl_constrained_step`.
         loss_old: the rows' surrogates at the current parameters (else computed).
+        row_matvecs: optional N NumPy forms of the rows' products (``v (n,) -> A_k v (n,)``, e.g.
+            :func:`lcpo.optim.fisher.mlp_fvp`'s ``.numpy``): each row's solve and ``x^T A x`` then run in NumPy
+            (:func:`~lcpo.optim.cg.conjugate_gradient_numpy`, no torch operation per iteration) and ``fvp`` is
+            not called. Each row's item is read once, when its solve starts (a lazy sequence may build it then).
+            A row's outcome never depends on the other rows either way.
 
     Returns:
         N :class:`StepResult`, one per row.
@@ -179,14 +187,29 @@ def kl_constrained_step_batch(get_flat: Callable[[], torch.Tensor], set_flat: Ca
         rows = torch.nonzero(live).squeeze(1)
         # seed-major: each row's solve runs to its end before the next row's (its products reuse the same
         # activations while they are in cache); row-wise arithmetic makes this equal to solving all rows together
-        xs, oks = [], []
-        for j in range(rows.numel()):
-            one = rows[j:j + 1]
-            xj, okj = conjugate_gradient_batch(lambda V, r, one=one: fvp(V, one[r]), -grad[one], iters=cg_iters)
-            xs.append(xj)
-            oks.append(okj)
-        x_rows, ok = torch.cat(xs), torch.cat(oks)
-        shs = (x_rows * fvp(x_rows, rows)).sum(-1).tolist()
+        if row_matvecs is not None:
+            if len(row_matvecs) != N:
+                raise ValueError(f"{len(row_matvecs)} row products for {N} rows")
+            xs, oks, shs = [], [], []
+            g_np = grad.detach().numpy()
+            for k in rows.tolist():
+                matvec = row_matvecs[k]  # read once: a lazy sequence may build the row's product here
+                xk, okk = conjugate_gradient_numpy(matvec, -g_np[k], iters=cg_iters)
+                xs.append(xk)
+                oks.append(okk)
+                shs.append(float(np.dot(xk, matvec(xk))) if okk else math.nan)
+                del matvec
+            x_rows, ok = torch.from_numpy(np.stack(xs)).to(grad.dtype), oks
+        else:
+            xs, oks = [], []
+            for j in range(rows.numel()):
+                one = rows[j:j + 1]
+                xj, okj = conjugate_gradient_batch(lambda V, r, one=one: fvp(V, one[r]), -grad[one],
+                                                   iters=cg_iters)
+                xs.append(xj)
+                oks.append(okj)
+            x_rows, ok = torch.cat(xs), torch.cat(oks).tolist()
+            shs = (x_rows * fvp(x_rows, rows)).sum(-1).tolist()
         finite_x = torch.isfinite(x_rows).all(dim=1).tolist()
         for j, k in enumerate(rows.tolist()):
             if not (ok[j] and math.isfinite(shs[j]) and shs[j] > 0.0 and finite_x[j]):

@@ -1,0 +1,91 @@
+"""The per-step fast paths of the batch-native agents (issue 26, speed): ``observe_batch`` of one seed takes the
+single agent's scalar storage, and per-seed info dicts are read only when a vector env's infos carry ``gamma``
+or ``forced`` (:meth:`lcpo.envs.vector.StepInfos.has`)."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import lcpo.envs  # noqa: F401
+from lcpo.agents import A2C
+from lcpo.envs.vector import StepInfos
+from lcpo.online.loop import Transition
+
+KW = dict(hidden=(8,), rollout_steps=50)
+
+
+def _env():
+    return gym.make("lcpo/WindyPendulum-v0", trace="zero")
+
+
+def _stream(steps, seed=0):
+    """``steps`` (obs, action, reward, next_obs, terminated, truncated) of one pendulum under random bins."""
+    env = _env()
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=seed)
+    out = []
+    for t in range(steps):
+        a = rng.integers(0, 15, size=1)
+        nxt, r, term, trunc, _ = env.step(a)
+        out.append((obs, a, float(r), nxt, bool(term), bool(trunc)))
+        obs = env.reset()[0] if term or trunc else nxt
+    return out
+
+
+def test_step_infos_has_a_key_only_where_a_sub_env_has_it():
+    infos = StepInfos({"gamma": np.array([0.5, 0.0]), "_gamma": np.array([True, False]),
+                       "x": np.zeros(2), "_x": np.zeros(2, bool)}, 2)
+    assert infos.has("gamma") and not infos.has("x") and not infos.has("forced")
+    assert StepInfos({"context": np.zeros((2, 2))}, 2).has("context")
+    assert StepInfos({}, 2, overrides={1: {"forced": True}}).has("forced")
+
+
+def test_one_seed_observe_batch_equals_observe_and_honours_gamma_and_forced():
+    """A population of one fed by ``observe_batch`` (the scalar path) and the single agent fed by ``observe``
+    store the same rollout, including per-step ``gamma`` and ``forced`` from the infos (a list of dicts and a
+    StepInfos), and update to the same state bit for bit."""
+    single, one = A2C(_env(), seed=3, **KW), A2C.population(_env(), [3], **KW)
+    for t, (o, a, r, nxt, term, trunc) in enumerate(_stream(120)):
+        info = {"gamma": 0.5} if t % 7 == 3 else {"forced": True} if t % 11 == 5 else {}
+        single.observe(Transition(o, a, r, nxt, term, trunc, info))
+        if t % 2:
+            infos = [info]
+        else:  # the vector env's form: batched arrays with masks
+            infos = StepInfos({k: np.array([v]) for k, v in info.items()}
+                              | {f"_{k}": np.array([True]) for k in info}, 1)
+        one.observe_batch(o[None], a[None], np.array([r]), nxt[None], np.array([term]), np.array([trunc]), infos)
+        if t == 60:  # mid-rollout (the first update was at 50): the stored gammas and masks
+            p = int(one.rollouts.ptr[0])
+            np.testing.assert_array_equal(one.rollouts.gammas[0, :p], single.rollout.gammas[:p])
+            assert set(one.rollouts.gammas[0, :p].tolist()) == {0.5, single.hp.gamma}
+            assert not one.rollouts.policy_mask[0, :p].all()
+    a_state, b_state = single.state_dict(), one.seed_state_dict(0)
+    for key in ("actor", "critic"):
+        for name in a_state[key]:
+            assert np.array_equal(a_state[key][name].numpy(), b_state[key][name].numpy()), (key, name)
+    np.testing.assert_array_equal(a_state["rollout"]["gammas"], b_state["rollout"]["gammas"])
+    assert single.updates == one.updates == 2
+
+
+def test_many_seeds_read_gamma_from_step_infos_per_seed():
+    """Two seeds, a StepInfos whose ``gamma`` only sub-env 1 has: seed 1 stores it, seed 0 the default; without
+    the key both store the default."""
+    pop = A2C.population(_env(), [0, 1], **KW)
+    (o, a, r, nxt, term, trunc), = _stream(1)
+    args = (np.stack([o, o]), np.stack([a, a]), np.array([r, r]), np.stack([nxt, nxt]), np.zeros(2, bool),
+            np.zeros(2, bool))
+    pop.observe_batch(*args, StepInfos({"gamma": np.array([0.0, 0.25]), "_gamma": np.array([False, True])}, 2))
+    pop.observe_batch(*args, StepInfos({"context": np.zeros((2, 2))}, 2))
+    np.testing.assert_array_equal(pop.rollouts.gammas[:, :2], [[pop.hp.gamma, pop.hp.gamma], [0.25, pop.hp.gamma]])
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_observe_batch_refuses_a_non_finite_reward_naming_it(n):
+    pop = A2C.population(_env(), list(range(n)), **KW)
+    (o, a, r, nxt, term, trunc), = _stream(1)
+    rewards = np.full(n, r)
+    rewards[-1] = np.nan
+    where = r" \(seed 1, slot 1\)" if n > 1 else "$"
+    with pytest.raises(ValueError, match="non-finite reward nan at agent step 0" + where):
+        pop.observe_batch(np.stack([o] * n), np.stack([a] * n), rewards, np.stack([nxt] * n), np.zeros(n, bool),
+                          np.zeros(n, bool), [{}] * n)
