@@ -217,3 +217,26 @@ def test_population_of_a_timelimit_env_stopped_mid_episode_resumes_as_uninterrup
         assert set(_episodes(user_env / f"cut{s}")["length"]) == {50}
         pd.testing.assert_frame_equal(_episodes(user_env / f"cut{s}"), _episodes(user_env / f"full{s}"))
         assert r["lifelong_return"] == f["lifelong_return"]
+
+
+def test_single_run_restore_with_a_different_time_limit_changes_nothing(user_env):
+    """OnlineLoop.load_state_dict checks the wrappers before resetting or writing the env: a refused restore
+    leaves the env's own state (t, x) and its TimeLimit counter as they were."""
+    from lcpo.online.loop import OnlineLoop
+
+    class Still:
+        def act(self, obs):
+            return 0
+
+        def observe(self, *args, **kwargs):
+            return None
+
+    loop = OnlineLoop(make_env(ENV), Still(), seed=1)
+    loop.run(17)
+    state = loop.state_dict()
+    other = OnlineLoop(make_env(ENV, max_episode_steps=30), Still(), seed=2)
+    other.run(5)
+    before = (other.env.unwrapped.t, other.env.unwrapped.x, other.env._elapsed_steps, other.steps)
+    with pytest.raises(ValueError, match="TimeLimit has max_episode_steps=30, the checkpoint's 50"):
+        other.load_state_dict(state)
+    assert (other.env.unwrapped.t, other.env.unwrapped.x, other.env._elapsed_steps, other.steps) == before

@@ -192,3 +192,24 @@ def test_users_own_async_vector_env_is_refused_before_any_step_or_file(user_env,
         stream.step(np.array([0, 1]))  # refused without a call into the workers: they still step
     finally:
         stream.close()
+
+
+def test_sync_restore_refuses_a_different_time_limit_before_touching_any_sub_env(user_env):
+    """A SyncVectorEnv restore whose second sub-env's TimeLimit differs: refused in one line naming it, and the
+    first sub-env (whose wrappers fit) is not written either (it was before: env state set, then refused)."""
+    half, _ = _loop("sync")
+    other = VectorStream(gym.vector.SyncVectorEnv([lambda: gym.make(ENV), lambda: gym.make(ENV, max_episode_steps=30)],
+                                                  autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP))
+    try:
+        half.run(10)
+        states = half.stream.get_state()
+        other.reset([3, 8])
+        before = [(e.unwrapped.t, e.unwrapped.x) for e in other.venv.envs]
+        with pytest.raises(ValueError, match="sub-environment 1: cannot resume: the environment's TimeLimit has "
+                                             "max_episode_steps=30, the checkpoint's 50"):
+            other.set_state(states)
+        assert [(e.unwrapped.t, e.unwrapped.x) for e in other.venv.envs] == before
+        assert [e._elapsed_steps for e in other.venv.envs] == [0, 0]
+    finally:
+        half.stream.close()
+        other.close()

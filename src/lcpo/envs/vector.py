@@ -625,14 +625,19 @@ class VectorStream:
         if callable(getattr(base, "set_state", None)):
             base.set_state(env_states)
         elif envs is not None:
-            for i, (env, s) in enumerate(zip(envs, env_states)):
-                put = getattr(env.unwrapped, "set_state", None)
-                if not callable(put):
-                    raise TypeError(f"sub-environment {i} ({_env_name(env)}) has no set_state()")
-                put(s)
-                if states[i].get("wrappers") is not None:
-                    from lcpo.envs.wrapper_state import load_wrappers_state
+            from lcpo.envs.wrapper_state import check_wrappers_state, load_wrappers_state
 
+            for i, env in enumerate(envs):  # every sub-env checked before any is written: a refusal changes nothing
+                if not callable(getattr(env.unwrapped, "set_state", None)):
+                    raise TypeError(f"sub-environment {i} ({_env_name(env)}) has no set_state()")
+                if states[i].get("wrappers") is not None:
+                    try:
+                        check_wrappers_state(env, states[i]["wrappers"])
+                    except ValueError as exc:
+                        raise ValueError(f"sub-environment {i}: {exc}") from None
+            for i, (env, s) in enumerate(zip(envs, env_states)):
+                env.unwrapped.set_state(s)
+                if states[i].get("wrappers") is not None:
                     load_wrappers_state(env, states[i]["wrappers"])
         elif _lcpo_async(base):  # per-worker states through set_attr, applied in each worker through call
             base.set_attr("_lcpo_pending_state", [{"env": s["env"], "wrappers": s.get("wrappers")} for s in states])

@@ -32,7 +32,7 @@ from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["STATELESS_WRAPPERS", "load_wrappers_state", "unsaved_wrappers", "wrapper_chain", "wrapper_name",
+__all__ = ["STATELESS_WRAPPERS", "check_wrappers_state", "load_wrappers_state", "unsaved_wrappers", "wrapper_chain", "wrapper_name",
            "wrappers_state"]
 
 _GW = "gymnasium.wrappers"
@@ -121,8 +121,11 @@ def _refusal(env: Any, names: list[str]) -> str:
     return checkpoint_refusal(getattr(spec, "id", None) or str(env), True, names)
 
 
-def load_wrappers_state(env: Any, states: list[dict[str, Any]]) -> None:
-    """Restore :func:`wrappers_state` output into the wrappers around ``env``.
+def check_wrappers_state(env: Any, states: list[dict[str, Any]]) -> None:
+    """Check that :func:`wrappers_state` output fits the wrappers around ``env``, changing nothing.
+
+    Callers restoring several things (an env's own state and its wrappers', N sub-envs) call it for all of them
+    before writing any, so a refused restore leaves everything as it was.
 
     Raises:
         ValueError: the chain of wrappers differs from the saved one (naming both), or a ``TimeLimit`` with a
@@ -136,11 +139,26 @@ def load_wrappers_state(env: Any, states: list[dict[str, Any]]) -> None:
     for w, entry in zip(chain, states):
         state = entry["state"]
         if _own_state_methods(w):
-            w.set_state(state)
             continue
         if "_max_episode_steps" in state and state["_max_episode_steps"] != w._max_episode_steps:
             raise ValueError(f"cannot resume: the environment's TimeLimit has max_episode_steps="
                              f"{w._max_episode_steps}, the checkpoint's {state['_max_episode_steps']}")
+
+
+def load_wrappers_state(env: Any, states: list[dict[str, Any]]) -> None:
+    """Restore :func:`wrappers_state` output into the wrappers around ``env``; all of it is checked
+    (:func:`check_wrappers_state`) before any wrapper is written, so a refused restore changes nothing.
+
+    Raises:
+        ValueError: the chain of wrappers differs from the saved one (naming both), or a ``TimeLimit`` with a
+            different ``max_episode_steps`` (naming both values).
+    """
+    check_wrappers_state(env, states)
+    for w, entry in zip(wrapper_chain(env), states):
+        state = entry["state"]
+        if _own_state_methods(w):
+            w.set_state(state)
+            continue
         for attr, value in state.items():
             if attr != "_max_episode_steps":
                 setattr(w, attr, value)

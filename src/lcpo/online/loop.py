@@ -272,8 +272,10 @@ class OnlineLoop:
             ValueError: the environment's wrappers differ from the checkpoint's (see
                 :func:`lcpo.envs.wrapper_state.load_wrappers_state`).
         """
-        from lcpo.envs.wrapper_state import load_wrappers_state
+        from lcpo.envs.wrapper_state import check_wrappers_state, load_wrappers_state
 
+        if state.get("wrappers") is not None:  # checked before the env is reset or written: a refusal changes nothing
+            check_wrappers_state(self.env, state["wrappers"])
         self.env.reset(seed=self.seed)
         self.env.unwrapped.set_state(state["env"])
         if state.get("wrappers") is not None:
