@@ -194,12 +194,14 @@ def run_trace(config):
     return trace
 
 
-def _reference_env(config, context: np.ndarray):
+def _reference_env(config, context: np.ndarray, base_kwargs: dict):
+    """The run's environment on one reference context; ``base_kwargs`` is the run's
+    :func:`~lcpo.envs.preflight.run_env_kwargs`, resolved once per run by the caller (resolving it builds the
+    run's whole trace, 8M-20M steps: once per episode it was most of an evaluation's time)."""
     from lcpo.contexts.trace import ContextTrace
-    from lcpo.envs.preflight import run_env_kwargs
     from lcpo.envs.registration import make_env
 
-    kwargs = run_env_kwargs(config.env, config.trace, config.trace_length, config.env_kwargs)
+    kwargs = dict(base_kwargs)
     kwargs["trace"] = ContextTrace(context, "reference")
     return make_env(config.env, **kwargs)
 
@@ -235,6 +237,7 @@ def evaluate_snapshots(run_dir: str | Path, refs: ReferenceContexts, episodes: i
 
     from lcpo.agents import AGENTS
     from lcpo.agents.nets import action_shape_of
+    from lcpo.envs.preflight import run_env_kwargs
     from lcpo.experiments.snapshots import load_run_snapshots
     from lcpo.online.threads import limit_threads
 
@@ -252,7 +255,8 @@ def evaluate_snapshots(run_dir: str | Path, refs: ReferenceContexts, episodes: i
     idx = list(range(len(snaps))) if snapshots is None else [int(i) for i in snapshots]
     start = time.perf_counter()
     with limit_threads(1):
-        env0 = _reference_env(config, refs.context(0))
+        base_kwargs = run_env_kwargs(config.env, config.trace, config.trace_length, config.env_kwargs)
+        env0 = _reference_env(config, refs.context(0), base_kwargs)
         agent = AGENTS[config.agent](env0, seed=config.seed, **config.overrides)
         module = agent
         for part in snaps.module.split("."):
@@ -261,7 +265,8 @@ def evaluate_snapshots(run_dir: str | Path, refs: ReferenceContexts, episodes: i
         scalar = not hasattr(env0.action_space, "nvec")
         R = np.zeros((len(idx), refs.regimes, episodes))
         for k in range(refs.regimes):
-            envs = [env0 if (k == 0 and e == 0) else _reference_env(config, refs.context(k)) for e in range(episodes)]
+            envs = [env0 if (k == 0 and e == 0) else _reference_env(config, refs.context(k), base_kwargs)
+                    for e in range(episodes)]
             noise = np.stack([np.random.default_rng([seed, k, e]).gumbel(size=(episode_steps, dims, bins))
                               for e in range(episodes)]).astype(np.float32)  # (E, L, D, K)
             for row, i in enumerate(idx):
