@@ -76,10 +76,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--fsync-interval", type=float, default=0.05, metavar="S", help="seconds (default 0.05)")
     p.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
                    help="updates between checkpoints (default 1; 0: only at shutdown)")
-    p.add_argument("--learn", choices=("background", "inline"), default="background",
-                   help="background (default): acting answers from the latest published policy and never waits; "
-                        "inline: a request that completes a rollout waits for its update (bit-exact with "
-                        "in-process learning)")
+    p.add_argument("--learn", choices=("process", "thread", "inline", "background"), default="process",
+                   help="process (default): the learner runs in its own process and acting answers from the latest "
+                        "published policy, never waiting; thread (formerly 'background'): the same in a thread of "
+                        "the server; inline: a request that completes a rollout waits for its update (bit-exact "
+                        "with in-process learning)")
     p.add_argument("--keep-log", action="store_true", help="keep log segments that a checkpoint already covers")
     p.add_argument("--max-body", type=int, default=65536, metavar="BYTES", help="largest request body")
     p.add_argument("--max-streams", type=int, default=10_000, help="streams held at once")

@@ -36,7 +36,11 @@ import numpy as np
 
 from lcpo.serve.protocol import Limits, RequestError, ServerState, Spaces, decision_id, dumps, loads
 
-__all__ = ["ServeConfig", "Server", "create_app", "OPENAPI", "ConfigMismatch"]
+__all__ = ["ServeConfig", "Server", "create_app", "OPENAPI", "ConfigMismatch", "LEARN_MODES"]
+
+#: where the learner runs: its own process, a thread of the server, or inline in the request that completes a
+#: rollout (ServeConfig.learn)
+LEARN_MODES = ("process", "thread", "inline")
 
 
 class ConfigMismatch(ValueError):
@@ -58,8 +62,10 @@ class ServeConfig:
         fsync: ``always``, ``interval`` or ``never`` (:mod:`lcpo.serve.log`).
         fsync_interval_s: period of the background sync under ``interval``.
         checkpoint_every: updates between checkpoints (0: only at shutdown).
-        learn: ``background`` (acting never waits for learning) or ``inline`` (each request waits for the
-            update it triggers: bit-exact with in-process ``learn``, for tests and reproducibility).
+        learn: ``process`` (the learner in its own process, :mod:`lcpo.serve.process`), ``thread`` (a thread
+            of the server; ``background`` is its former name): acting never waits for learning; or ``inline``
+            (each request waits for the update it triggers: bit-exact with in-process ``learn``, for tests and
+            reproducibility).
         keep_log: keep log segments a checkpoint already covers.
         max_body: largest accepted request body in bytes.
         max_streams: streams held at once. max_outstanding: outstanding decisions per stream.
@@ -77,7 +83,7 @@ class ServeConfig:
     fsync: str = "interval"
     fsync_interval_s: float = 0.05
     checkpoint_every: int = 1
-    learn: str = "background"
+    learn: str = "thread"
     keep_log: bool = False
     max_body: int = 65536
     max_streams: int = 10_000
@@ -162,14 +168,19 @@ class Server:
         from lcpo.serve.learner import ActingNoise, Learner, build_agent
         from lcpo.serve.log import TransitionLog
 
-        if cfg.learn not in ("background", "inline"):
-            raise ValueError(f"learn must be 'background' or 'inline', got {cfg.learn!r}")
+        if cfg.learn == "background":  # the thread mode's former name
+            cfg.learn = "thread"
+        if cfg.learn not in LEARN_MODES:
+            raise ValueError(f"learn must be one of {', '.join(LEARN_MODES)}, got {cfg.learn!r}")
         self.cfg = cfg
         self.started = time.time()
         state_dir = Path(cfg.state_dir)
         state_dir.mkdir(parents=True, exist_ok=True)
         self._lock = _StateLock(state_dir)
         try:
+            from lcpo.serve.process import wait_learner_gone
+
+            wait_learner_gone(state_dir)  # a learner process of a killed server: gone before the checkpoint is read
             meta = state_dir / "serve.json"
             if meta.is_file():
                 old = json.loads(meta.read_text())
@@ -208,6 +219,10 @@ class Server:
                 for rec in records:
                     self.learner.consume(rec)
                     self.learner.maybe_checkpoint()
+            elif cfg.learn == "process":  # it replays the records after the checkpoint from the log itself
+                from lcpo.serve.process import ProcessLearner
+
+                self.learner = ProcessLearner(cfg, self.learner, self.log.next_index)
             else:
                 self.learner.start()
                 for rec in records:
@@ -325,6 +340,7 @@ class Server:
             "last_update_s": lr.update_seconds, "uptime_s": time.time() - self.started,
             "diagnostics": {k: finite(v) for k, v in lr.last_diagnostics.items()},
             "error": None if lr.error is None else str(lr.error),
+            "learner_pid": getattr(lr, "pid", None),
         }
 
     def metrics(self) -> str:
