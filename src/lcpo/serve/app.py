@@ -340,7 +340,7 @@ class Server:
             "last_update_s": lr.update_seconds, "uptime_s": time.time() - self.started,
             "diagnostics": {k: finite(v) for k, v in lr.last_diagnostics.items()},
             "error": None if lr.error is None else str(lr.error),
-            "learner_pid": getattr(lr, "pid", None),
+            "learner_pid": getattr(lr, "pid", None), "learner_ready": getattr(lr, "ready", True),
         }
 
     def metrics(self) -> str:

@@ -26,7 +26,7 @@ locks; it is a direct child of the server, which ``forkserver`` would not give).
 
 * on Linux it asks the kernel for ``SIGKILL`` when its parent exits (``prctl(PR_SET_PDEATHSIG)``), and checks
   right after that its parent is still the server (the server may have died before the request);
-* on every platform it checks its parent id every millisecond or so while idle, and after every batch of
+* on every platform it checks its parent id at least every 20 ms while idle, and after every batch of
   records, and exits if the server is gone;
 * it ignores ``SIGINT`` (Ctrl-C reaches the whole process group; the server drains it with ``stop``).
 
@@ -57,8 +57,9 @@ __all__ = ["LEARNER_LOCK", "ProcessLearner", "wait_learner_gone"]
 LEARNER_LOCK = ".learner.lock"
 #: seconds between status messages while the learner's position moves
 STATUS_EVERY_S = 0.1
-#: seconds the idle learner waits for a message before it looks at the counter again
-IDLE_S = 0.001
+#: seconds the idle learner waits for a message before it looks at the counter again: IDLE_S after work, growing
+#: to IDLE_MAX_S while nothing arrives (a control message ends the wait at once)
+IDLE_S, IDLE_MAX_S = 0.004, 0.02
 #: records consumed between two looks at the control pipe
 BATCH = 1024
 
@@ -198,6 +199,7 @@ def _learn(cfg, position: int, version: int, acked, conn, ppid: int) -> None:
     reader = LogReader(state_dir / "log", position)
     conn.send(("status", status()))
     report_at, sent_at, sent_position = None, time.monotonic(), position
+    idle = IDLE_S
 
     def consume_to(limit: int) -> None:
         for rec in reader.read(min(limit, learner.position + BATCH)):
@@ -215,7 +217,8 @@ def _learn(cfg, position: int, version: int, acked, conn, ppid: int) -> None:
                     learner.position != sent_position and now - sent_at >= STATUS_EVERY_S):
                 conn.send(("status", status()))
                 report_at, sent_at, sent_position = None, now, learner.position
-            if conn.poll(0 if busy else IDLE_S):
+            idle = IDLE_S if busy else min(idle * 1.5, IDLE_MAX_S)
+            if conn.poll(0 if busy else idle):
                 msg = conn.recv()
                 if msg[0] == "stop":
                     target = int(msg[1])
@@ -263,6 +266,8 @@ class ProcessLearner:
         self.checkpointed_at, self.update_seconds = local.checkpointed_at, 0.0
         self.last_diagnostics = dict(local.last_diagnostics)
         self.error: BaseException | None = None
+        #: True once the process has built its agent, loaded the checkpoint and started reading the log
+        self.ready = False
         self._acked = ctx.RawValue("q", int(written))
         self._conn, child = ctx.Pipe(duplex=True)
         self._done = threading.Condition()
@@ -298,6 +303,7 @@ class ProcessLearner:
         return Snapshot(int(version), make_fast_policy(actor))
 
     def _take(self, st: dict) -> None:
+        self.ready = True
         self.consumed, self.updates, self.waiting = st["position"], st["updates"], st["waiting"]
         self.checkpointed_at, self.update_seconds = st["checkpointed_at"], st["update_seconds"]
         self.last_diagnostics = st["last_diagnostics"]
