@@ -132,11 +132,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sys.setswitchinterval(args.switch_interval)  # the learner thread yields the GIL to the acting path
     server = Server(cfg)
     try:
-        # httptools with one socket write per answer (lcpo.serve.http), uvloop if installed, no access log, no
+        # httptools with one socket write per answer and the decisions answered without an ASGI cycle
+        # (lcpo.serve.http), uvloop if installed, no access log, no
         # X-Forwarded-For rewriting (no proxy is trusted) and no Server header: less work per decision
-        config = uvicorn.Config(create_app(server), host=args.host, port=args.port, log_level="warning",
+        app = create_app(server)
+        config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
                                 access_log=False, lifespan="on", timeout_graceful_shutdown=30,
-                                limit_concurrency=4096, backlog=2048, http=http_protocol(), loop="auto",
+                                limit_concurrency=4096, backlog=2048, http=http_protocol(app), loop="auto",
                                 proxy_headers=False, server_header=False)
         print(f"lcpo serve: {args.agent} on {args.env or args.spec} at http://{args.host}:{args.port} "
               f"(state {args.state}: {server.replayed} log records replayed, policy version "

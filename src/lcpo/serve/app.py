@@ -390,7 +390,10 @@ def create_app(server: Server):
 
     The POST endpoints are served by a plain ASGI function (headers read from the scope, the body gathered up
     to ``max_body``, one JSON answer) in front of a Starlette application that serves the GET endpoints and
-    the lifespan: the decision path then costs the server tens of microseconds less per request.
+    the lifespan: the decision path then costs the server tens of microseconds less per request. The returned
+    function also carries ``direct_routes`` (raw path -> handler), ``direct_answer(handler, headers, body)``
+    (``(status, body bytes, extra headers)``) and ``max_body``, which :func:`lcpo.serve.http.http_protocol`
+    uses to answer ``POST /v1/*`` without an ASGI cycle.
     """
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse, PlainTextResponse
@@ -411,7 +414,7 @@ def create_app(server: Server):
     handlers = {"/v1/step": server.step, "/v1/act": server.act, "/v1/observe": server.observe,
                 "/v1/batch": server.batch}
 
-    async def read_json(headers: dict, receive) -> Any:
+    def check_head(headers: dict) -> None:  # what is checked before the body: content type, declared size
         ctype = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
         if ctype != b"application/json":
             raise RequestError(415, f"content-type must be application/json, got {ctype.decode('latin-1') or 'none'!r}",
@@ -419,6 +422,16 @@ def create_app(server: Server):
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > max_body:
             raise RequestError(413, f"request body of {int(length)} bytes exceeds the limit of {max_body}", "body")
+
+    def parse(body: bytes) -> Any:
+        try:
+            return loads(body)
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise RequestError(400, f"the request body is not JSON ({str(exc).splitlines()[0][:120]})", "body") \
+                from None
+
+    async def read_json(headers: dict, receive) -> Any:
+        check_head(headers)
         chunks, size, more = [], 0, True
         while more:
             msg = await receive()
@@ -430,11 +443,21 @@ def create_app(server: Server):
                 raise RequestError(413, f"request body exceeds the limit of {max_body} bytes", "body")
             chunks.append(chunk)
             more = msg.get("more_body", False)
+        return parse(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+
+    def direct_answer(handler, headers: dict, body: bytes | None) -> tuple[int, bytes, tuple]:
+        """The decision path without ASGI (:mod:`lcpo.serve.http`): the same checks in the same order and the
+        same answer as ``app`` below; ``body`` None means it exceeded ``max_body``."""
         try:
-            return loads(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            raise RequestError(400, f"the request body is not JSON ({str(exc).splitlines()[0][:120]})", "body") \
-                from None
+            authorize(headers)
+            check_head(headers)
+            if body is None:
+                raise RequestError(413, f"request body exceeds the limit of {max_body} bytes", "body")
+            out = handler(parse(body))
+        except RequestError as exc:
+            server.counts["refused"] += 1
+            return exc.status, _error_body(exc), ((b"www-authenticate", b"Bearer"),) if exc.status == 401 else ()
+        return 200, dumps(out), ()
 
     async def send_json(send, status: int, body: bytes, extra: tuple = ()) -> None:
         await send({"type": "http.response.start", "status": status,
@@ -488,6 +511,10 @@ def create_app(server: Server):
         await send_json(send, 200, dumps(out))
 
     app.state = inner.state  # type: ignore[attr-defined]
+    # for lcpo.serve.http's direct lane: exact raw paths -> handlers, and the synchronous answer
+    app.direct_routes = {k.encode(): v for k, v in handlers.items()}  # type: ignore[attr-defined]
+    app.direct_answer = direct_answer  # type: ignore[attr-defined]
+    app.max_body = max_body  # type: ignore[attr-defined]
     return app
 
 
