@@ -251,3 +251,25 @@ def test_the_learner_process_dies_with_the_server_on_kill9_and_ends_with_it_on_s
         from lcpo.persistence.checkpoint import RunCheckpoints
     step, saved = RunCheckpoints(tmp_path / "state/checkpoint").load()
     assert step == 42 and saved["agent"]["updates"] == 40 // 8  # both runs' records, drained by the SIGTERM
+
+
+def test_a_bad_learner_nice_is_refused_before_anything_starts(tmp_path, capsys):
+    from lcpo.cli.main import main
+    from lcpo.serve.app import ServeConfig, Server
+
+    (tmp_path / "spec.json").write_text(json.dumps(SPEC))
+    rc = main(["serve", "--spec", str(tmp_path / "spec.json"), "--agent", "a2c", "--state", str(tmp_path / "state"),
+               "--learner-nice", "20"])
+    assert rc == 2 and "--learner-nice must be in [0, 19], got 20" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"learner_nice must be an int in \[0, 19\], got -1"):
+        Server(ServeConfig(agent="a2c", spec=SPEC, state_dir=str(tmp_path / "state"), learner_nice=-1))
+    assert not (tmp_path / "state").exists()
+
+
+def test_the_learner_process_runs_at_the_configured_niceness(tmp_path):
+    server = _server(tmp_path, learner_nice=7)
+    try:
+        assert server.learner.wait_ready(timeout=120)
+        assert os.getpriority(os.PRIO_PROCESS, server.learner.pid) == os.getpriority(os.PRIO_PROCESS, 0) + 7
+    finally:
+        server.close()

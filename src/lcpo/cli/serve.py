@@ -81,6 +81,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "published policy, never waiting; thread (formerly 'background'): the same in a thread of "
                         "the server; inline: a request that completes a rollout waits for its update (bit-exact "
                         "with in-process learning)")
+    p.add_argument("--learner-nice", type=int, default=10, metavar="N",
+                   help="with --learn process: niceness the learner process adds to its own (0-19, default 10), so "
+                        "that under CPU contention answers come first and the learner lags")
     p.add_argument("--keep-log", action="store_true", help="keep log segments that a checkpoint already covers")
     p.add_argument("--max-body", type=int, default=65536, metavar="BYTES", help="largest request body")
     p.add_argument("--max-streams", type=int, default=10_000, help="streams held at once")
@@ -107,6 +110,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if not 1e-6 <= args.switch_interval <= 0.1:
         raise ValueError(f"--switch-interval must be in [1e-06, 0.1] seconds, got {args.switch_interval}")
+    if not 0 <= args.learner_nice <= 19:
+        raise ValueError(f"--learner-nice must be in [0, 19], got {args.learner_nice}")
     if args.checkpoint_every < 0:
         raise ValueError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
     if not 0 <= args.port <= 65535:
@@ -128,7 +133,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                       env_kwargs=parse_assignments(args.env_kwargs, "--env-arg"), state_dir=str(args.state),
                       fsync=args.fsync, fsync_interval_s=args.fsync_interval, checkpoint_every=args.checkpoint_every,
                       learn=args.learn, keep_log=args.keep_log, max_body=args.max_body, max_streams=args.max_streams,
-                      max_outstanding=args.max_outstanding, token=token)
+                      max_outstanding=args.max_outstanding, token=token, learner_nice=args.learner_nice)
     sys.setswitchinterval(args.switch_interval)  # the learner thread yields the GIL to the acting path
     server = Server(cfg)
     try:

@@ -71,6 +71,9 @@ class ServeConfig:
         max_streams: streams held at once. max_outstanding: outstanding decisions per stream.
         token: bearer token every request must carry, or None (loopback only).
         segment_bytes: log segment size.
+        learner_nice: with ``learn="process"``, the niceness the learner process adds to its own (``os.nice``;
+            0-19): under CPU contention the acting path then runs first and the learner lags (its lag is in
+            ``/v1/status``) rather than the answers.
     """
 
     agent: str
@@ -90,6 +93,7 @@ class ServeConfig:
     max_outstanding: int = 1024
     token: str | None = None
     segment_bytes: int = 64 << 20
+    learner_nice: int = 10
 
     FIXED = ("agent", "env", "spec", "seed", "overrides", "env_kwargs")
 
@@ -172,6 +176,8 @@ class Server:
             cfg.learn = "thread"
         if cfg.learn not in LEARN_MODES:
             raise ValueError(f"learn must be one of {', '.join(LEARN_MODES)}, got {cfg.learn!r}")
+        if not (isinstance(cfg.learner_nice, int) and 0 <= cfg.learner_nice <= 19):
+            raise ValueError(f"learner_nice must be an int in [0, 19], got {cfg.learner_nice!r}")
         self.cfg = cfg
         self.started = time.time()
         state_dir = Path(cfg.state_dir)

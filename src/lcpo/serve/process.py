@@ -30,6 +30,9 @@ locks; it is a direct child of the server, which ``forkserver`` would not give).
   records, and exits if the server is gone;
 * it ignores ``SIGINT`` (Ctrl-C reaches the whole process group; the server drains it with ``stop``).
 
+It lowers its own CPU priority by ``cfg.learner_nice`` (default 10): when the cores are contended, the acting
+path runs first and the learner lags, rather than the answers.
+
 It holds ``STATE/.learner.lock`` (``flock``) while it lives. A server starting on the same ``--state`` first
 waits for that lock to be free (:func:`wait_learner_gone`), so a learner left from a killed server can never
 commit a checkpoint or delete log segments under its successor.
@@ -138,6 +141,8 @@ def _learner_main(cfg, position: int, version: int, acked, conn, ppid: int) -> N
     """The learner process (module docstring). Exits 0 after a ``stop``, 1 after an error (sent first)."""
     _die_with_parent(ppid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if cfg.learner_nice:
+        os.nice(cfg.learner_nice)  # under contention the acting path runs first
     try:
         lock = _lock_file(cfg.state_dir, 60.0)
         try:
@@ -348,6 +353,18 @@ class ProcessLearner:
                     return False
                 self._done.wait(0.5 if left is None else min(left, 0.5))
         return self.consumed >= position
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Block until the process has built its agent, loaded the checkpoint and reported (or failed); True if
+        it is ready."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._done:
+            while not self.ready and self.error is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._done.wait(0.5 if left is None else min(left, 0.5))
+        return self.ready
 
     def stop(self) -> None:
         """Let the learner consume every record written, checkpoint, and exit; wait for it.
