@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-import warnings
 
 import numpy as np
 import pytest
@@ -225,17 +224,21 @@ def _cli_server(tmp_path, port: int) -> subprocess.Popen:
     args = [sys.executable, "-m", "lcpo.cli.main", "serve", "--spec", str(tmp_path / "spec.json"), "--agent", "a2c",
             "--set", "rollout_steps=8", "--state", str(tmp_path / "state"), "--port", str(port), "--learn", "process"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL,
+    return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, start_new_session=True,  # its own group
                             stderr=open(tmp_path / f"server-{time.time_ns()}.err", "wb"))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_the_learner_process_dies_with_the_server_on_kill9_and_ends_with_it_on_sigterm(tmp_path):
+def test_the_learner_process_dies_with_the_server_on_kill9_and_ends_with_it_on_sigterm_also_to_the_group(tmp_path):
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("uvicorn")
     port = _free_port()
     http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
-    for how in (signal.SIGKILL, signal.SIGTERM):
+    from lcpo.persistence.checkpoint import RunCheckpoints
+
+    hows = ("kill -9", "SIGTERM", "SIGTERM to the group",  # the group: as a service manager stops a service
+            "the learner killed, then SIGTERM")
+    for how in hows:
         proc = _cli_server(tmp_path, port)
         _wait_ready(http, proc)
         http.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0]})
@@ -243,14 +246,31 @@ def test_the_learner_process_dies_with_the_server_on_kill9_and_ends_with_it_on_s
             assert http.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0], "reward": 1.0}).status_code == 200
         pid = http.get("/v1/status").json()["learner_pid"]
         assert pid is not None and not _gone(pid, 0)
-        proc.send_signal(how)
-        assert proc.wait(timeout=120) == (-signal.SIGKILL if how == signal.SIGKILL else 0)
-        assert _gone(pid, 10), f"the learner process outlived the server ({how.name})"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from lcpo.persistence.checkpoint import RunCheckpoints
-    step, saved = RunCheckpoints(tmp_path / "state/checkpoint").load()
-    assert step == 42 and saved["agent"]["updates"] == 40 // 8  # both runs' records, drained by the SIGTERM
+        if how == "kill -9":
+            proc.kill()
+        elif how == "SIGTERM":
+            proc.send_signal(signal.SIGTERM)
+        elif how == "SIGTERM to the group":
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            assert _gone(pid, 10)
+            deadline = time.monotonic() + 30
+            while http.get("/v1/status").json()["error"] is None:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert http.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0], "reward": 1.0}).status_code == 503
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=120) == 1, "a server whose learner failed exits 1 (no final checkpoint)"
+            err = sorted(tmp_path.glob("server-*.err"))[-1].read_text()
+            assert "stopped without a final checkpoint" in err and "learner process exited" in err
+            break
+        assert proc.wait(timeout=120) == (-signal.SIGKILL if how == "kill -9" else 0), how
+        assert _gone(pid, 10), f"the learner process outlived the server ({how})"
+        if how != "kill -9":  # drained: the checkpoint covers every record so far
+            step, saved = RunCheckpoints(tmp_path / "state/checkpoint").load()
+            records = 21 * (2 if how == "SIGTERM" else 3)
+            assert step == records and saved["agent"]["updates"] == (records // 21 * 20) // 8, how
 
 
 def test_a_bad_learner_nice_is_refused_before_anything_starts(tmp_path, capsys):

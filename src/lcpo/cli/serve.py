@@ -96,7 +96,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Run the server until SIGTERM/SIGINT (then drain, checkpoint and exit 0).
+    """Run the server until SIGTERM/SIGINT (then drain, checkpoint and exit 0; 1 if the learner had failed, as
+    then there is no final checkpoint).
 
     Raises:
         ValueError: a non-loopback ``--host`` without ``--token-file``, a bad token file, spec or option.
@@ -154,6 +155,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         uvicorn.Server(config).run()
     finally:
         server.close()
+    if server.close_error is not None:  # raised in uvicorn's lifespan shutdown, which only logs it
+        print(f"lcpo serve: stopped without a final checkpoint ({server.close_error}); a restart on the same "
+              f"--state replays the log", file=sys.stderr, flush=True)
+        return 1
     print(f"lcpo serve: stopped after {server.state.transitions} steps, {server.learner.updates} updates; "
           f"checkpoint at record {server.learner.checkpointed_at}", file=sys.stderr, flush=True)
     return 0

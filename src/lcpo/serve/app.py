@@ -241,6 +241,7 @@ class Server:
         self.failed: str | None = None
         self.counts = {"accepted": 0, "refused": 0}
         self.closed = False
+        self.close_error: BaseException | None = None
 
     # -- requests (synchronous: called from the event loop, one at a time) ---------------------------------------
     def _check_alive(self) -> None:
@@ -373,7 +374,12 @@ class Server:
         return "\n".join(out) + "\n"
 
     def close(self) -> None:
-        """Drain the learner, checkpoint, close the log and free the state folder (SIGTERM ends here)."""
+        """Drain the learner, checkpoint, close the log and free the state folder (SIGTERM ends here).
+
+        Raises:
+            RuntimeError: the learner failed (no final checkpoint; the log holds every record). Also kept in
+                ``close_error`` (uvicorn's lifespan shutdown only logs it).
+        """
         if self.closed:
             return
         self.closed = True
@@ -382,6 +388,9 @@ class Server:
                 self.learner.checkpoint()
             else:
                 self.learner.stop()
+        except BaseException as exc:
+            self.close_error = exc
+            raise
         finally:
             self.log.close()
             self._lock.release()

@@ -28,7 +28,13 @@ locks; it is a direct child of the server, which ``forkserver`` would not give).
   right after that its parent is still the server (the server may have died before the request);
 * on every platform it checks its parent id at least every 20 ms while idle, and after every batch of
   records, and exits if the server is gone;
-* it ignores ``SIGINT`` (Ctrl-C reaches the whole process group; the server drains it with ``stop``).
+* it ignores ``SIGINT`` and ``SIGTERM``: Ctrl-C, and a service manager's SIGTERM, reach the whole process
+  group, and the server then drains the learner with ``stop`` (a clean exit 0 with the final checkpoint). A
+  server on its main thread ignores both for the instant it takes to start the process, so that the child
+  ignores them from its first instruction (an ignored signal stays ignored across fork and exec), not only
+  once its imports are done;
+* if the server's interpreter exits without having stopped it (an error path), an ``atexit`` hook of the
+  server kills it (the log holds everything; the next start replays it).
 
 It lowers its own CPU priority by ``cfg.learner_nice`` (default 10): when the cores are contended, the acting
 path runs first and the learner lags, rather than the answers.
@@ -65,6 +71,8 @@ STATUS_EVERY_S = 0.1
 IDLE_S, IDLE_MAX_S = 0.004, 0.02
 #: records consumed between two looks at the control pipe
 BATCH = 1024
+#: signals a service manager or a terminal sends to the whole process group; the learner ignores them
+_GROUP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 def _lock_file(state_dir: str | Path, blocking_s: float):
@@ -140,7 +148,8 @@ class _ProcessSideLearner(Learner):
 def _learner_main(cfg, position: int, version: int, acked, conn, ppid: int) -> None:
     """The learner process (module docstring). Exits 0 after a ``stop``, 1 after an error (sent first)."""
     _die_with_parent(ppid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a signal to the whole group: the server drains the learner
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if cfg.learner_nice:
         os.nice(cfg.learner_nice)  # under contention the acting path runs first
     try:
@@ -279,11 +288,30 @@ class ProcessLearner:
         self._stopped = False
         self.process = ctx.Process(target=_learner_main, name="lcpo-serve-learner", daemon=True,
                                    args=(cfg, local.position, local.updates, self._acked, child, os.getpid()))
-        self.process.start()
+        # an ignored signal stays ignored across fork and exec: the child ignores the group's SIGINT/SIGTERM from
+        # its first instruction on, not only once its imports are done (only the main thread may set handlers)
+        try:
+            old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in _GROUP_SIGNALS}
+        except ValueError:  # not the main thread: the child ignores them once it has started
+            old = {}
+        try:
+            self.process.start()
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
         child.close()
         self.pid = self.process.pid
         self._receiver = threading.Thread(target=self._receive, name="lcpo-serve-learner-pipe", daemon=True)
         self._receiver.start()
+        import atexit
+
+        atexit.register(self._kill)  # runs before multiprocessing's own exit hook, which would SIGTERM and wait
+
+    def _kill(self) -> None:
+        process = self.process
+        if process is not None and process.is_alive():
+            process.kill()
+            process.join(10)
 
     # -- the acting path -------------------------------------------------------------------------------------------
     def submit(self, rec: dict) -> None:
@@ -389,6 +417,9 @@ class ProcessLearner:
             self.process.join()
         self._conn.close()
         self.process = None
+        import atexit
+
+        atexit.unregister(self._kill)
         if self.error is not None:
             raise RuntimeError(f"the learner failed: {self.error}") from self.error
 
