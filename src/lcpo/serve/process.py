@@ -25,7 +25,9 @@ pickled by :mod:`multiprocessing` (nothing from a client ever travels on it).
 locks; it is a direct child of the server, which ``forkserver`` would not give). It dies with the server:
 
 * on Linux it asks the kernel for ``SIGKILL`` when its parent exits (``prctl(PR_SET_PDEATHSIG)``), and checks
-  right after that its parent is still the server (the server may have died before the request);
+  right after that its parent is still the server (the server may have died before the request). The kernel
+  ties that signal to the *thread* that started the process: build the server on a thread that outlives it
+  (the CLI: the main thread);
 * on every platform it checks its parent id at least every 20 ms while idle, and after every batch of
   records, and exits if the server is gone;
 * it ignores ``SIGINT`` and ``SIGTERM``: Ctrl-C, and a service manager's SIGTERM, reach the whole process
@@ -42,6 +44,9 @@ path runs first and the learner lags, rather than the answers.
 It holds ``STATE/.learner.lock`` (``flock``) while it lives. A server starting on the same ``--state`` first
 waits for that lock to be free (:func:`wait_learner_gone`), so a learner left from a killed server can never
 commit a checkpoint or delete log segments under its successor.
+
+A program that builds a process-mode server itself needs the ``if __name__ == "__main__":`` guard that every
+``spawn`` start needs (the child imports the program's main module).
 
 **Checkpoints** are committed by the learner process, exactly as the thread learner does (the same
 :class:`~lcpo.serve.learner.Learner` code, with its own copy of the acting noise generator to store the noise
