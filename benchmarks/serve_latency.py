@@ -360,8 +360,8 @@ def main(argv=None) -> int:
           f"{os.cpu_count()} CPUs, load average {load[0]:.1f} at start, {args.seconds:g} s per row\n")
     code_col = "| code " if len(servers) > 1 else ""
     print(f"{code_col}| streams | requests | target decisions/s | achieved decisions/s | p50 ms | p99 ms | max ms | "
-          "updates during row | server CPU per decision (µs, learning included) | of which the serving process (µs) | "
-          "server CPU used (cores) | client CPU used (cores) |")
+          "updates during row | server CPU per decision (µs, learning included) | "
+          "of which the serving process (µs) | server CPU used (cores) | client CPU used (cores) |")
     print("|---" * (12 + bool(code_col)) + "|")
     rows.sort(key=lambda r: (plan.index(next(x for x in plan if x[0] == r["streams"] and x[1] == r["target_per_s"]
                                              and x[2] == r["batch"])), r["code"] != "base"))

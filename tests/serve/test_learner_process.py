@@ -51,6 +51,17 @@ def test_log_reader_follows_a_growing_log_across_segments_and_never_reads_past_t
     log.close()
 
 
+def test_log_reader_reads_a_line_longer_than_its_read_size(tmp_path, monkeypatch):
+    monkeypatch.setattr(LogReader, "CHUNK", 16)  # every record line is longer than one read
+    log = TransitionLog(tmp_path / "log", fsync="never")
+    log.open(0)
+    for k in range(5):
+        log.append(_rec(k))
+    got = LogReader(tmp_path / "log", 0).read(5)
+    log.close()
+    assert [r["#"] for r in got] == list(range(5)) and got == TransitionLog(tmp_path / "log", fsync="never").open(0)
+
+
 def test_log_reader_refuses_corruption_and_discard_keeps_the_last_segment(tmp_path):
     log = TransitionLog(tmp_path / "log", fsync="never", segment_bytes=200)
     log.open(0)

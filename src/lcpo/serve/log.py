@@ -291,7 +291,7 @@ class LogReader:
             expected, or no segment holding record ``start``.
     """
 
-    CHUNK = 1 << 20  # bytes read per system call at most
+    CHUNK = 64 << 10  # bytes asked for per system call (doubled while one line does not fit)
 
     def __init__(self, folder: str | Path, start: int):
         self.folder = Path(folder)
@@ -338,9 +338,14 @@ class LogReader:
             return out
         if self._fd is None:
             self._open_first()
+        size = self.CHUNK
         while self.next_index < limit:
-            data = os.pread(self._fd, self.CHUNK, self._offset)
+            data = os.pread(self._fd, size, self._offset)
             end = data.rfind(b"\n")
+            if end < 0 and len(data) == size:  # a line longer than what was read: read more of it at once
+                size *= 2
+                continue
+            size = self.CHUNK
             if end < 0:  # nothing complete here: the next segment, if the writer has started it
                 nxt = self.folder / f"{self.next_index:012d}.jsonl"
                 if nxt != self._path and nxt.exists():
