@@ -58,8 +58,10 @@ def test_log_reader_reads_a_line_longer_than_its_read_size(tmp_path, monkeypatch
     for k in range(5):
         log.append(_rec(k))
     got = LogReader(tmp_path / "log", 0).read(5)
+    late = LogReader(tmp_path / "log", 3).read(5)  # skipping long lines to its start
     log.close()
     assert [r["#"] for r in got] == list(range(5)) and got == TransitionLog(tmp_path / "log", fsync="never").open(0)
+    assert late == got[3:]
 
 
 def test_log_reader_refuses_corruption_and_discard_keeps_the_last_segment(tmp_path):

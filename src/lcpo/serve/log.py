@@ -307,10 +307,9 @@ class LogReader:
         self._open(segs[-1])
         first = int(segs[-1].stem)
         skip = self.next_index - first  # records of this segment before the start: skip their lines
+        size = self.CHUNK
         while skip > 0:
-            data = os.pread(self._fd, self.CHUNK, self._offset)
-            if not data:
-                raise LogError(f"log segment {self._path} ends before record {self.next_index}")
+            data = os.pread(self._fd, size, self._offset)
             pos = 0
             while skip > 0:
                 nl = data.find(b"\n", pos)
@@ -318,8 +317,12 @@ class LogReader:
                     break
                 pos, skip = nl + 1, skip - 1
             if pos == 0:
+                if data and len(data) == size:  # a line longer than what was read
+                    size *= 2
+                    continue
                 raise LogError(f"log segment {self._path} ends before record {self.next_index}")
             self._offset += pos
+            size = self.CHUNK
 
     def _open(self, path: Path) -> None:
         self.close()
