@@ -8,9 +8,10 @@ from pathlib import Path
 
 __all__ = ["add_parser", "cmd_serve", "is_loopback", "read_token", "SWITCH_INTERVAL_S"]
 
-#: ``sys.setswitchinterval`` of a server (seconds). The learner is a thread of the server process: while an
-#: update runs, a request waits up to this long for the GIL when it arrives and again after the log write (which
-#: releases it). Python's default, 5 ms, would put 10 ms on such a request; 0.5 ms is the default here.
+#: ``sys.setswitchinterval`` of a server (seconds). With ``--learn thread`` the learner is a thread of the server
+#: process: while an update runs, a request waits up to this long for the GIL when it arrives and again after the
+#: log write (which releases it). Python's default, 5 ms, would put 10 ms on such a request; 0.5 ms is the default
+#: here. With ``--learn process`` it bounds the waits on the server's own threads (log sync, snapshot receiver).
 SWITCH_INTERVAL_S = 0.0005
 
 
@@ -135,7 +136,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                       fsync=args.fsync, fsync_interval_s=args.fsync_interval, checkpoint_every=args.checkpoint_every,
                       learn=args.learn, keep_log=args.keep_log, max_body=args.max_body, max_streams=args.max_streams,
                       max_outstanding=args.max_outstanding, token=token, learner_nice=args.learner_nice)
-    sys.setswitchinterval(args.switch_interval)  # the learner thread yields the GIL to the acting path
+    sys.setswitchinterval(args.switch_interval)  # other threads yield the GIL to the acting path
     server = Server(cfg)
     try:
         # httptools with one socket write per answer and the decisions answered without an ASGI cycle
