@@ -1,6 +1,6 @@
 """Act latency and sustained decisions/s of ``lcpo serve`` over loopback, while updates run.
 
-A server is started as a separate process (``lcpo serve --learn background``, fsync ``interval``) on the
+A server is started as a separate process (``lcpo serve``, its default ``--learn``; fsync ``interval``) on the
 straggler environment's spaces (32 observations, 9 actions; the perm-invariant network) with LCPO and a short
 rollout (``--rollout``, default 512), so policy updates run in the background throughout. The load generator
 is a minimal asyncio HTTP/1.1 client (one keep-alive connection per stream, one request in flight per stream,
@@ -20,8 +20,9 @@ Two measurements:
    and 256 streams carried by 4 connections, each sending ``POST /v1/batch`` with one step of 64 streams
    (a proxy that gathers its pending decisions into one request); latency is then per batch.
 
-Each row also reports the updates that ran during it, and the server process's CPU time per decision
-(``/proc``; learning included), which says what the server would sustain with its CPUs to itself.
+Each row also reports the updates that ran during it, and the server's CPU time per decision (``/proc``; learning
+included: the server process and, with ``--learn process``, its learner process), which says what the server
+would sustain with its CPUs to itself, and the serving process's share of it alone.
 
 **Side by side** (``--base-src DIR``): a second server is started from another source tree (``PYTHONPATH=DIR``,
 e.g. ``git archive BASE src | tar -x -C /tmp/base`` then ``--base-src /tmp/base/src``), and every row is run
@@ -197,6 +198,30 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _children(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (a server's learner process; Linux ``/proc``)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+def _tree_cpu_s(pid: int, children: list[int]) -> tuple[float, float]:
+    """``(server process, its child processes)`` CPU seconds used so far."""
+    kids = 0.0
+    for c in children:
+        try:
+            kids += _cpu_s(c)
+        except OSError:
+            pass
+    return _cpu_s(pid), kids
+
+
 def _status(port: int) -> dict:
     import urllib.request
 
@@ -211,7 +236,7 @@ def _settle(ports, timeout: float = 120.0) -> None:
     for port in ports:
         while time.monotonic() < deadline:
             s = _status(port)
-            if s["records"] == s["learner_position"]:
+            if s["records"] == s["learner_position"] and s.get("learner_ready", True):
                 break
             time.sleep(0.1)
 
@@ -231,12 +256,15 @@ async def _measure(port: int, n_streams: int, seconds: float, rate: float | None
     per_conn = int(seconds * (rate / n_streams if rate else 20_000 / n_streams)) + 2
     requests = [[s.next_request() for _ in range(per_conn)] for s in streams]
     before = _status(port)
-    cpu0, client0 = _cpu_s(pid), time.process_time()
+    kids = _children(pid)  # a learner process (--learn process): its CPU counts as the server's
+    (cpu0, kid0), client0 = _tree_cpu_s(pid, kids), time.process_time()
     t0 = time.perf_counter()
     lat = await (_paced(streams, rate / n_streams, seconds, requests) if rate else
                  _flat_out(streams, seconds, requests))
     wall = time.perf_counter() - t0
-    cpu, client = _cpu_s(pid) - cpu0, time.process_time() - client0
+    (cpu1, kid1), client = _tree_cpu_s(pid, kids), time.process_time() - client0
+    own, learner = cpu1 - cpu0, kid1 - kid0
+    cpu = own + learner
     after = _status(port)
     for s in streams:
         s.conn.transport.close()
@@ -247,6 +275,7 @@ async def _measure(port: int, n_streams: int, seconds: float, rate: float | None
             "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
             "max_ms": float(ms.max()), "requests": len(lat),
             "server_cpu_us_per_decision": cpu / decisions * 1e6, "server_cpu_share": cpu / wall,
+            "serving_process_cpu_us_per_decision": own / decisions * 1e6, "learner_process_cpu_share": learner / wall,
             "client_cpu_share": client / wall, "updates": after["updates"] - before["updates"],
             "last_update_s": after["last_update_s"], "learner_lag_end": after["records"] - after["learner_position"]}
 
@@ -331,9 +360,9 @@ def main(argv=None) -> int:
           f"{os.cpu_count()} CPUs, load average {load[0]:.1f} at start, {args.seconds:g} s per row\n")
     code_col = "| code " if len(servers) > 1 else ""
     print(f"{code_col}| streams | requests | target decisions/s | achieved decisions/s | p50 ms | p99 ms | max ms | "
-          "updates during row | server CPU per decision (µs, learning included) | server CPU used (cores) | "
-          "client CPU used (cores) |")
-    print("|---" * (11 + bool(code_col)) + "|")
+          "updates during row | server CPU per decision (µs, learning included) | "
+          "of which the serving process (µs) | server CPU used (cores) | client CPU used (cores) |")
+    print("|---" * (12 + bool(code_col)) + "|")
     rows.sort(key=lambda r: (plan.index(next(x for x in plan if x[0] == r["streams"] and x[1] == r["target_per_s"]
                                              and x[2] == r["batch"])), r["code"] != "base"))
     for r in rows:
@@ -342,6 +371,7 @@ def main(argv=None) -> int:
         code = f"| {r['code']} " if code_col else ""
         print(f"{code}| {r['streams']} | {kind} | {target} | {r['achieved_per_s']:,.0f} | {r['p50_ms']:.2f} | "
               f"{r['p99_ms']:.2f} | {r['max_ms']:.1f} | {r['updates']} | {r['server_cpu_us_per_decision']:.0f} | "
+              f"{r['serving_process_cpu_us_per_decision']:.0f} | "
               f"{r['server_cpu_share']:.2f} | {r['client_cpu_share']:.2f} |")
     if args.json:
         args.json.write_text(json.dumps({"load_average": load, "rows": rows}, indent=1))

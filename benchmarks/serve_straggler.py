@@ -11,8 +11,9 @@ checkpoint against the in-process agent).
 
 * ``--learn inline``: a request that completes a rollout waits for its update, so the policy behind every
   action is the in-process one: everything must be identical, bit for bit.
-* ``--learn background`` (the serving default): acting never waits, so the few actions answered while an
-  update runs come from the previous policy; learning then differs slightly, and the script reports how much.
+* ``--learn process`` (the CLI's default) or ``--learn thread`` (formerly ``background``): acting never waits,
+  so the few actions answered while an update runs come from the previous policy; learning then differs
+  slightly, and the script reports how much.
 
 Usage::
 
@@ -48,7 +49,7 @@ def main(argv=None) -> int:
     p.add_argument("--agent", default="lcpo", choices=("lcpo", "a2c"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workload", default="azure-llm")
-    p.add_argument("--learn", default="inline", choices=("inline", "background"))
+    p.add_argument("--learn", default="inline", choices=("inline", "process", "thread", "background"))
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
 

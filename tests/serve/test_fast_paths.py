@@ -256,8 +256,9 @@ def test_the_one_write_server_answers_get_head_post_and_expect_continue(tmp_path
 
     server = Server(ServeConfig(agent="a2c", spec={"observation": {"size": 3}, "action": {"discrete": 2}},
                                 overrides={"rollout_steps": 8}, state_dir=str(tmp_path / "state")))
-    config = uvicorn.Config(create_app(server), host="127.0.0.1", port=0, log_level="warning", access_log=False,
-                            lifespan="on", http=http_protocol(), proxy_headers=False, server_header=False)
+    app = create_app(server)  # with the direct lane, as the CLI runs it
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False,
+                            lifespan="on", http=http_protocol(app), proxy_headers=False, server_header=False)
     web = uvicorn.Server(config)
     web.install_signal_handlers = lambda: None  # not the main thread
     thread = threading.Thread(target=web.run, daemon=True)
@@ -295,3 +296,134 @@ def test_a_bad_switch_interval_is_refused_naming_the_value(tmp_path, capsys):
                "--switch-interval", "0"])
     assert rc == 2 and "--switch-interval must be in [1e-06, 0.1] seconds, got 0.0" in capsys.readouterr().err
     assert not (tmp_path / "state").exists()
+
+
+def _uvicorn(app, http):
+    """Start uvicorn on a free port in a thread; returns (server, thread, port)."""
+    import threading
+    import time
+
+    import uvicorn
+
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False,
+                            lifespan="on", http=http, proxy_headers=False, server_header=False)
+    web = uvicorn.Server(config)
+    web.install_signal_handlers = lambda: None  # not the main thread
+    thread = threading.Thread(target=web.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not web.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.02)
+    return web, thread, web.servers[0].sockets[0].getsockname()[1]
+
+
+def _post(path: bytes, body: bytes, extra: bytes = b"", ctype: bytes = b"application/json") -> bytes:
+    return (b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\n%sContent-Length: %d\r\n\r\n%s"
+            % (path, ctype, extra, len(body), body))
+
+
+def _chunked(path: bytes, body: bytes, extra: bytes = b"") -> bytes:
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(body[k:k + 50]), body[k:k + 50]) for k in range(0, len(body), 50))
+    return (b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n%sTransfer-Encoding: chunked\r\n\r\n"
+            b"%s0\r\n\r\n" % (path, extra, chunks))
+
+
+def _conversation(port: int, exchanges: list) -> list[bytes]:
+    """Send each exchange on one keep-alive connection (a list of requests in one exchange: pipelined, sent in
+    one write), reading every answer whole; a connection the server closes is reopened. Date headers removed."""
+    import re
+    import socket
+
+    answers = []
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    buf = b""
+    for requests in exchanges:
+        requests = requests if isinstance(requests, list) else [requests]
+        sock.sendall(b"".join(requests))
+        for _ in requests:
+            while b"\r\n\r\n" not in buf:
+                data = sock.recv(65536)
+                assert data, "the server closed the connection before answering"
+                buf += data
+            head, _, rest = buf.partition(b"\r\n\r\n")
+            length = int(re.search(rb"(?im)^content-length: *(\d+)", head).group(1))
+            while len(rest) < length:
+                rest += sock.recv(65536)
+            answers.append(re.sub(rb"(?im)^date: [^\r]*\r\n", b"", head) + b"\r\n\r\n" + rest[:length])
+            buf = rest[length:]
+            if b"connection: close" in head.lower():
+                assert sock.recv(65536) == b""  # the server closed it
+                sock.close()
+                sock, buf = socket.create_connection(("127.0.0.1", port), timeout=10), b""
+    sock.close()
+    return answers
+
+
+def test_the_direct_lane_answers_byte_for_byte_as_the_asgi_lane_and_skips_asgi(tmp_path):
+    """Two servers from the same state, one with the direct lane (lcpo.serve.http) and one without, get the same
+    conversation: good and refused requests of every kind, chunked bodies, a body over the limit, pipelining,
+    HTTP/1.0 and Connection: close. Every answer is the same bytes (the date header aside), and the direct
+    lane never starts an ASGI cycle for a POST to a decision endpoint."""
+    pytest.importorskip("httptools")
+    from lcpo.serve.app import ServeConfig, Server, create_app
+    from lcpo.serve.http import http_protocol
+
+    spec = {"observation": {"size": 3, "low": -5.0, "high": 5.0}, "action": {"discrete": 3}}
+    token = "direct-lane-token-0123456789"
+    auth = b"Authorization: Bearer %s\r\n" % token.encode()
+    step = b'{"stream": "s", "obs": [0, 1, 2]}'
+    exchanges = [
+        _post(b"/v1/step", step, auth),
+        _post(b"/v1/step", b'{"stream": "s", "obs": [0.5, 1, 2], "reward": 1.5}', auth),
+        _post(b"/v1/step", step),                                                   # no token: 401
+        _post(b"/v1/step", b'{"stream": "s", "obs": [0, NaN, 2], "reward": 1}', auth),  # 422 naming obs[1]
+        _post(b"/v1/step", b"{not json", auth),                                     # 400
+        _post(b"/v1/step", step, auth, ctype=b"text/plain"),                        # 415
+        _post(b"/v1/step", b'{"stream": "s", "obs": [' + b"0, " * 150 + b"0]}", auth),  # declared over the limit
+        _chunked(b"/v1/step", b'{"stream": "c", "obs": [' + b"0, " * 150 + b"0]}", auth),  # chunked over it
+        _chunked(b"/v1/step", b'{"stream": "c", "obs": [1, 1, 1]}', auth),          # chunked, fine
+        [_post(b"/v1/act", b'{"stream": "a", "obs": [0, 0, 0]}', auth),             # pipelined: three at once
+         _post(b"/v1/observe", b'{"decision": "d3", "reward": 2, "next_obs": [1, 1, 1]}', auth),
+         _post(b"/v1/observe", b'{"decision": "d3", "reward": 2, "next_obs": [1, 1, 1]}', auth)],  # duplicate
+        _post(b"/v1/batch", b'{"steps": [{"stream": "b", "obs": [0, 0, 0]}, {"stream": "s", "obs": [9, 0, 0]}]}',
+              auth),
+        b"GET /v1/step HTTP/1.1\r\nHost: x\r\n" + auth + b"\r\n",                  # 405: the ASGI lane in both
+        _post(b"/v1/step", b'{"stream": "s", "obs": [1, 1, 1], "reward": 0}', auth + b"Connection: close\r\n"),
+        _post(b"/v1/step", b'{"stream": "h", "obs": [1, 1, 1]}', auth).replace(b"HTTP/1.1", b"HTTP/1.0", 1),
+        b"GET /v1/status HTTP/1.1\r\nHost: x\r\n" + auth + b"\r\n",
+    ]
+    answers, asgi_posts = {}, {}
+    for lane in ("direct", "asgi"):
+        server = Server(ServeConfig(agent="a2c", spec=spec, overrides={"rollout_steps": 4}, max_body=200,
+                                    token=token, state_dir=str(tmp_path / lane), learn="inline"))
+        inner = create_app(server)
+        seen = asgi_posts[lane] = []
+
+        async def app(scope, receive, send, inner=inner, seen=seen):
+            if scope["type"] == "http" and scope["method"] == "POST":
+                seen.append(scope["path"])
+            await inner(scope, receive, send)
+
+        if lane == "direct":
+            app.direct_routes, app.direct_answer = inner.direct_routes, inner.direct_answer
+            app.max_body = inner.max_body
+        web, thread, port = _uvicorn(app, http_protocol(app))
+        try:
+            answers[lane] = _conversation(port, exchanges)
+        finally:
+            web.should_exit = True
+            thread.join(timeout=60)
+            server.close()
+    direct, asgi = answers["direct"], answers["asgi"]
+    statuses = [int(a.split(b" ")[1]) for a in direct]
+    assert statuses == [200, 200, 401, 422, 400, 415, 413, 413, 200, 200, 200, 409, 200, 405, 200, 200, 200]
+    for k, (a, b) in enumerate(zip(direct[:-1], asgi[:-1])):
+        assert a == b, f"answer {k}: {a!r} != {b!r}"
+    status = [json.loads(a.split(b"\r\n\r\n", 1)[1]) for a in (direct[-1], asgi[-1])]
+    assert [{k: v for k, v in st.items() if k != "uptime_s"} for st in status][0] == \
+        {k: v for k, v in status[1].items() if k != "uptime_s"}
+    assert b"obs[1]" in direct[3] and b"www-authenticate: Bearer" in direct[2]
+    assert b"connection: close" in direct[14] and b"connection: close" in direct[15]
+    assert json.loads(direct[-1].split(b"\r\n\r\n", 1)[1])["accepted"] == 8
+    assert asgi_posts["direct"] == [] and len(asgi_posts["asgi"]) == 15

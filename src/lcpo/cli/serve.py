@@ -8,9 +8,10 @@ from pathlib import Path
 
 __all__ = ["add_parser", "cmd_serve", "is_loopback", "read_token", "SWITCH_INTERVAL_S"]
 
-#: ``sys.setswitchinterval`` of a server (seconds). The learner is a thread of the server process: while an
-#: update runs, a request waits up to this long for the GIL when it arrives and again after the log write (which
-#: releases it). Python's default, 5 ms, would put 10 ms on such a request; 0.5 ms is the default here.
+#: ``sys.setswitchinterval`` of a server (seconds). With ``--learn thread`` the learner is a thread of the server
+#: process: while an update runs, a request waits up to this long for the GIL when it arrives and again after the
+#: log write (which releases it). Python's default, 5 ms, would put 10 ms on such a request; 0.5 ms is the default
+#: here. With ``--learn process`` it bounds the waits on the server's own threads (log sync, snapshot receiver).
 SWITCH_INTERVAL_S = 0.0005
 
 
@@ -76,10 +77,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--fsync-interval", type=float, default=0.05, metavar="S", help="seconds (default 0.05)")
     p.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
                    help="updates between checkpoints (default 1; 0: only at shutdown)")
-    p.add_argument("--learn", choices=("background", "inline"), default="background",
-                   help="background (default): acting answers from the latest published policy and never waits; "
-                        "inline: a request that completes a rollout waits for its update (bit-exact with "
-                        "in-process learning)")
+    p.add_argument("--learn", choices=("process", "thread", "inline", "background"), default="process",
+                   help="process (default): the learner runs in its own process and acting answers from the latest "
+                        "published policy, never waiting; thread (formerly 'background'): the same in a thread of "
+                        "the server; inline: a request that completes a rollout waits for its update (bit-exact "
+                        "with in-process learning)")
+    p.add_argument("--learner-nice", type=int, default=10, metavar="N",
+                   help="with --learn process: niceness the learner process adds to its own (0-19, default 10), so "
+                        "that under CPU contention answers come first and the learner lags")
     p.add_argument("--keep-log", action="store_true", help="keep log segments that a checkpoint already covers")
     p.add_argument("--max-body", type=int, default=65536, metavar="BYTES", help="largest request body")
     p.add_argument("--max-streams", type=int, default=10_000, help="streams held at once")
@@ -92,7 +97,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Run the server until SIGTERM/SIGINT (then drain, checkpoint and exit 0).
+    """Run the server until SIGTERM/SIGINT (then drain, checkpoint and exit 0; 1 if the learner had failed, as
+    then there is no final checkpoint).
 
     Raises:
         ValueError: a non-loopback ``--host`` without ``--token-file``, a bad token file, spec or option.
@@ -106,6 +112,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if not 1e-6 <= args.switch_interval <= 0.1:
         raise ValueError(f"--switch-interval must be in [1e-06, 0.1] seconds, got {args.switch_interval}")
+    if not 0 <= args.learner_nice <= 19:
+        raise ValueError(f"--learner-nice must be in [0, 19], got {args.learner_nice}")
     if args.checkpoint_every < 0:
         raise ValueError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
     if not 0 <= args.port <= 65535:
@@ -127,15 +135,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
                       env_kwargs=parse_assignments(args.env_kwargs, "--env-arg"), state_dir=str(args.state),
                       fsync=args.fsync, fsync_interval_s=args.fsync_interval, checkpoint_every=args.checkpoint_every,
                       learn=args.learn, keep_log=args.keep_log, max_body=args.max_body, max_streams=args.max_streams,
-                      max_outstanding=args.max_outstanding, token=token)
-    sys.setswitchinterval(args.switch_interval)  # the learner thread yields the GIL to the acting path
+                      max_outstanding=args.max_outstanding, token=token, learner_nice=args.learner_nice)
+    sys.setswitchinterval(args.switch_interval)  # other threads yield the GIL to the acting path
     server = Server(cfg)
     try:
-        # httptools with one socket write per answer (lcpo.serve.http), uvloop if installed, no access log, no
+        # httptools with one socket write per answer and the decisions answered without an ASGI cycle
+        # (lcpo.serve.http), uvloop if installed, no access log, no
         # X-Forwarded-For rewriting (no proxy is trusted) and no Server header: less work per decision
-        config = uvicorn.Config(create_app(server), host=args.host, port=args.port, log_level="warning",
+        app = create_app(server)
+        config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
                                 access_log=False, lifespan="on", timeout_graceful_shutdown=30,
-                                limit_concurrency=4096, backlog=2048, http=http_protocol(), loop="auto",
+                                limit_concurrency=4096, backlog=2048, http=http_protocol(app), loop="auto",
                                 proxy_headers=False, server_header=False)
         print(f"lcpo serve: {args.agent} on {args.env or args.spec} at http://{args.host}:{args.port} "
               f"(state {args.state}: {server.replayed} log records replayed, policy version "
@@ -146,6 +156,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         uvicorn.Server(config).run()
     finally:
         server.close()
+    if server.close_error is not None:  # raised in uvicorn's lifespan shutdown, which only logs it
+        print(f"lcpo serve: stopped without a final checkpoint ({server.close_error}); a restart on the same "
+              f"--state replays the log", file=sys.stderr, flush=True)
+        return 1
     print(f"lcpo serve: stopped after {server.state.transitions} steps, {server.learner.updates} updates; "
           f"checkpoint at record {server.learner.checkpointed_at}", file=sys.stderr, flush=True)
     return 0

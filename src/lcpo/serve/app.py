@@ -36,7 +36,11 @@ import numpy as np
 
 from lcpo.serve.protocol import Limits, RequestError, ServerState, Spaces, decision_id, dumps, loads
 
-__all__ = ["ServeConfig", "Server", "create_app", "OPENAPI", "ConfigMismatch"]
+__all__ = ["ServeConfig", "Server", "create_app", "OPENAPI", "ConfigMismatch", "LEARN_MODES"]
+
+#: where the learner runs: its own process, a thread of the server, or inline in the request that completes a
+#: rollout (ServeConfig.learn)
+LEARN_MODES = ("process", "thread", "inline")
 
 
 class ConfigMismatch(ValueError):
@@ -58,13 +62,18 @@ class ServeConfig:
         fsync: ``always``, ``interval`` or ``never`` (:mod:`lcpo.serve.log`).
         fsync_interval_s: period of the background sync under ``interval``.
         checkpoint_every: updates between checkpoints (0: only at shutdown).
-        learn: ``background`` (acting never waits for learning) or ``inline`` (each request waits for the
-            update it triggers: bit-exact with in-process ``learn``, for tests and reproducibility).
+        learn: ``process`` (the learner in its own process, :mod:`lcpo.serve.process`), ``thread`` (a thread
+            of the server; ``background`` is its former name): acting never waits for learning; or ``inline``
+            (each request waits for the update it triggers: bit-exact with in-process ``learn``, for tests and
+            reproducibility).
         keep_log: keep log segments a checkpoint already covers.
         max_body: largest accepted request body in bytes.
         max_streams: streams held at once. max_outstanding: outstanding decisions per stream.
         token: bearer token every request must carry, or None (loopback only).
         segment_bytes: log segment size.
+        learner_nice: with ``learn="process"``, the niceness the learner process adds to its own (``os.nice``;
+            0-19): under CPU contention the acting path then runs first and the learner lags (its lag is in
+            ``/v1/status``) rather than the answers.
     """
 
     agent: str
@@ -77,13 +86,14 @@ class ServeConfig:
     fsync: str = "interval"
     fsync_interval_s: float = 0.05
     checkpoint_every: int = 1
-    learn: str = "background"
+    learn: str = "thread"
     keep_log: bool = False
     max_body: int = 65536
     max_streams: int = 10_000
     max_outstanding: int = 1024
     token: str | None = None
     segment_bytes: int = 64 << 20
+    learner_nice: int = 10
 
     FIXED = ("agent", "env", "spec", "seed", "overrides", "env_kwargs")
 
@@ -162,14 +172,21 @@ class Server:
         from lcpo.serve.learner import ActingNoise, Learner, build_agent
         from lcpo.serve.log import TransitionLog
 
-        if cfg.learn not in ("background", "inline"):
-            raise ValueError(f"learn must be 'background' or 'inline', got {cfg.learn!r}")
+        if cfg.learn == "background":  # the thread mode's former name
+            cfg.learn = "thread"
+        if cfg.learn not in LEARN_MODES:
+            raise ValueError(f"learn must be one of {', '.join(LEARN_MODES)}, got {cfg.learn!r}")
+        if not (isinstance(cfg.learner_nice, int) and 0 <= cfg.learner_nice <= 19):
+            raise ValueError(f"learner_nice must be an int in [0, 19], got {cfg.learner_nice!r}")
         self.cfg = cfg
         self.started = time.time()
         state_dir = Path(cfg.state_dir)
         state_dir.mkdir(parents=True, exist_ok=True)
         self._lock = _StateLock(state_dir)
         try:
+            from lcpo.serve.process import wait_learner_gone
+
+            wait_learner_gone(state_dir)  # a learner process of a killed server: gone before the checkpoint is read
             meta = state_dir / "serve.json"
             if meta.is_file():
                 old = json.loads(meta.read_text())
@@ -208,6 +225,10 @@ class Server:
                 for rec in records:
                     self.learner.consume(rec)
                     self.learner.maybe_checkpoint()
+            elif cfg.learn == "process":  # it replays the records after the checkpoint from the log itself
+                from lcpo.serve.process import ProcessLearner
+
+                self.learner = ProcessLearner(cfg, self.learner, self.log.next_index)
             else:
                 self.learner.start()
                 for rec in records:
@@ -220,6 +241,7 @@ class Server:
         self.failed: str | None = None
         self.counts = {"accepted": 0, "refused": 0}
         self.closed = False
+        self.close_error: BaseException | None = None
 
     # -- requests (synchronous: called from the event loop, one at a time) ---------------------------------------
     def _check_alive(self) -> None:
@@ -325,6 +347,7 @@ class Server:
             "last_update_s": lr.update_seconds, "uptime_s": time.time() - self.started,
             "diagnostics": {k: finite(v) for k, v in lr.last_diagnostics.items()},
             "error": None if lr.error is None else str(lr.error),
+            "learner_pid": getattr(lr, "pid", None), "learner_ready": getattr(lr, "ready", True),
         }
 
     def metrics(self) -> str:
@@ -351,7 +374,12 @@ class Server:
         return "\n".join(out) + "\n"
 
     def close(self) -> None:
-        """Drain the learner, checkpoint, close the log and free the state folder (SIGTERM ends here)."""
+        """Drain the learner, checkpoint, close the log and free the state folder (SIGTERM ends here).
+
+        Raises:
+            RuntimeError: the learner failed (no final checkpoint; the log holds every record). Also kept in
+                ``close_error`` (uvicorn's lifespan shutdown only logs it).
+        """
         if self.closed:
             return
         self.closed = True
@@ -360,6 +388,9 @@ class Server:
                 self.learner.checkpoint()
             else:
                 self.learner.stop()
+        except BaseException as exc:
+            self.close_error = exc
+            raise
         finally:
             self.log.close()
             self._lock.release()
@@ -374,7 +405,10 @@ def create_app(server: Server):
 
     The POST endpoints are served by a plain ASGI function (headers read from the scope, the body gathered up
     to ``max_body``, one JSON answer) in front of a Starlette application that serves the GET endpoints and
-    the lifespan: the decision path then costs the server tens of microseconds less per request.
+    the lifespan: the decision path then costs the server tens of microseconds less per request. The returned
+    function also carries ``direct_routes`` (raw path -> handler), ``direct_answer(handler, headers, body)``
+    (``(status, body bytes, extra headers)``) and ``max_body``, which :func:`lcpo.serve.http.http_protocol`
+    uses to answer ``POST /v1/*`` without an ASGI cycle.
     """
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse, PlainTextResponse
@@ -395,7 +429,7 @@ def create_app(server: Server):
     handlers = {"/v1/step": server.step, "/v1/act": server.act, "/v1/observe": server.observe,
                 "/v1/batch": server.batch}
 
-    async def read_json(headers: dict, receive) -> Any:
+    def check_head(headers: dict) -> None:  # what is checked before the body: content type, declared size
         ctype = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
         if ctype != b"application/json":
             raise RequestError(415, f"content-type must be application/json, got {ctype.decode('latin-1') or 'none'!r}",
@@ -403,6 +437,16 @@ def create_app(server: Server):
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > max_body:
             raise RequestError(413, f"request body of {int(length)} bytes exceeds the limit of {max_body}", "body")
+
+    def parse(body: bytes) -> Any:
+        try:
+            return loads(body)
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise RequestError(400, f"the request body is not JSON ({str(exc).splitlines()[0][:120]})", "body") \
+                from None
+
+    async def read_json(headers: dict, receive) -> Any:
+        check_head(headers)
         chunks, size, more = [], 0, True
         while more:
             msg = await receive()
@@ -414,11 +458,21 @@ def create_app(server: Server):
                 raise RequestError(413, f"request body exceeds the limit of {max_body} bytes", "body")
             chunks.append(chunk)
             more = msg.get("more_body", False)
+        return parse(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+
+    def direct_answer(handler, headers: dict, body: bytes | None) -> tuple[int, bytes, tuple]:
+        """The decision path without ASGI (:mod:`lcpo.serve.http`): the same checks in the same order and the
+        same answer as ``app`` below; ``body`` None means it exceeded ``max_body``."""
         try:
-            return loads(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            raise RequestError(400, f"the request body is not JSON ({str(exc).splitlines()[0][:120]})", "body") \
-                from None
+            authorize(headers)
+            check_head(headers)
+            if body is None:
+                raise RequestError(413, f"request body exceeds the limit of {max_body} bytes", "body")
+            out = handler(parse(body))
+        except RequestError as exc:
+            server.counts["refused"] += 1
+            return exc.status, _error_body(exc), ((b"www-authenticate", b"Bearer"),) if exc.status == 401 else ()
+        return 200, dumps(out), ()
 
     async def send_json(send, status: int, body: bytes, extra: tuple = ()) -> None:
         await send({"type": "http.response.start", "status": status,
@@ -472,6 +526,10 @@ def create_app(server: Server):
         await send_json(send, 200, dumps(out))
 
     app.state = inner.state  # type: ignore[attr-defined]
+    # for lcpo.serve.http's direct lane: exact raw paths -> handlers, and the synchronous answer
+    app.direct_routes = {k.encode(): v for k, v in handlers.items()}  # type: ignore[attr-defined]
+    app.direct_answer = direct_answer  # type: ignore[attr-defined]
+    app.max_body = max_body  # type: ignore[attr-defined]
     return app
 
 

@@ -135,6 +135,13 @@ class ActingNoise:
                 state = g.bit_generator.state
         return None if state is None else {"block": b, "state": state}
 
+    def follow(self, decisions: int) -> None:
+        """Draw blocks up to the one holding decision ``decisions`` (a copy that only serves :meth:`state_at`,
+        as in a learner process: then each checkpoint draws only the blocks since the previous one)."""
+        b = decisions // self.block
+        if b > self._index:
+            self._advance(b)
+
     def seek(self, saved: dict) -> None:
         """Continue from :meth:`state_at` output (the next row drawn is of block ``saved["block"]``)."""
         with self._lock:

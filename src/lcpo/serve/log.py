@@ -34,7 +34,7 @@ import numpy as np
 
 from lcpo.serve.protocol import dumps, loads
 
-__all__ = ["LogError", "TransitionLog", "FSYNC_POLICIES"]
+__all__ = ["LogError", "TransitionLog", "LogReader", "discard_segments", "FSYNC_POLICIES"]
 
 FSYNC_POLICIES = ("always", "interval", "never")
 
@@ -235,13 +235,7 @@ class TransitionLog:
             The number of segments deleted.
         """
         with self._lock:
-            segs = self.segments()
-            gone = 0
-            for seg, nxt in zip(segs, segs[1:]):
-                if int(nxt.stem) <= position:
-                    seg.unlink()
-                    gone += 1
-            return gone
+            return discard_segments(self.folder, position)
 
     def close(self) -> None:
         """Stop the background sync, sync and close."""
@@ -253,3 +247,129 @@ class TransitionLog:
                 os.fsync(self._fd)
                 os.close(self._fd)
                 self._fd = None
+
+
+def _segments(folder: Path) -> list[Path]:
+    return sorted(p for p in Path(folder).glob("*.jsonl") if p.stem.isdigit())
+
+
+def discard_segments(folder: str | Path, position: int) -> int:
+    """Delete the segments of the log in ``folder`` whose records all lie before record ``position`` (a segment
+    goes only when the next one starts at or before ``position``, so the segment being appended to, always the
+    last, is never deleted). Safe while another process appends: used by a learner process after a checkpoint.
+
+    Returns:
+        The number of segments deleted.
+    """
+    segs = _segments(Path(folder))
+    gone = 0
+    for seg, nxt in zip(segs, segs[1:]):
+        if int(nxt.stem) <= position:
+            try:
+                seg.unlink()
+            except FileNotFoundError:  # deleted by a concurrent discard
+                continue
+            gone += 1
+    return gone
+
+
+class LogReader:
+    """Reads, in order, the records of a log that another process is appending to (the learner process).
+
+    The writer tells the reader how many records it has written completely (``limit`` of :meth:`read`: in
+    ``lcpo serve``, a shared counter the server sets after each append); the reader never decodes beyond it, so
+    a line being written, or one whose write failed and was cut off again, is never consumed. Each call reads
+    from the byte offset after the last record consumed (``os.pread``), and moves to the next segment when the
+    current one holds no further complete line and a segment named after the next record exists.
+
+    Args:
+        folder: the log folder.
+        start: the first record index to read (e.g. a checkpoint's position).
+
+    Raises:
+        LogError: (from :meth:`read`) a complete line that fails its CRC or holds another record index than
+            expected, or no segment holding record ``start``.
+    """
+
+    CHUNK = 64 << 10  # bytes asked for per system call (doubled while one line does not fit)
+
+    def __init__(self, folder: str | Path, start: int):
+        self.folder = Path(folder)
+        self.next_index = int(start)
+        self._fd: int | None = None
+        self._path: Path | None = None
+        self._offset = 0
+
+    def _open_first(self) -> None:
+        segs = [p for p in _segments(self.folder) if int(p.stem) <= self.next_index]
+        if not segs:
+            raise LogError(f"no log segment in {self.folder} holds record {self.next_index}")
+        self._open(segs[-1])
+        first = int(segs[-1].stem)
+        skip = self.next_index - first  # records of this segment before the start: skip their lines
+        size = self.CHUNK
+        while skip > 0:
+            data = os.pread(self._fd, size, self._offset)
+            pos = 0
+            while skip > 0:
+                nl = data.find(b"\n", pos)
+                if nl < 0:
+                    break
+                pos, skip = nl + 1, skip - 1
+            if pos == 0:
+                if data and len(data) == size:  # a line longer than what was read
+                    size *= 2
+                    continue
+                raise LogError(f"log segment {self._path} ends before record {self.next_index}")
+            self._offset += pos
+            size = self.CHUNK
+
+    def _open(self, path: Path) -> None:
+        self.close()
+        self._fd = os.open(path, os.O_RDONLY)
+        self._path, self._offset = path, 0
+
+    def read(self, limit: int) -> list[dict]:
+        """The records with index in ``[next_index, limit)`` that are complete on disk, in order (fewer if the
+        writer's data is not all visible yet; the rest comes with a later call).
+
+        Raises:
+            LogError: a corrupt line or a record index out of sequence (names file and line offset).
+        """
+        out: list[dict] = []
+        if self.next_index >= limit:
+            return out
+        if self._fd is None:
+            self._open_first()
+        size = self.CHUNK
+        while self.next_index < limit:
+            data = os.pread(self._fd, size, self._offset)
+            end = data.rfind(b"\n")
+            if end < 0 and len(data) == size:  # a line longer than what was read: read more of it at once
+                size *= 2
+                continue
+            size = self.CHUNK
+            if end < 0:  # nothing complete here: the next segment, if the writer has started it
+                nxt = self.folder / f"{self.next_index:012d}.jsonl"
+                if nxt != self._path and nxt.exists():
+                    self._open(nxt)
+                    continue
+                break
+            pos = 0
+            while pos <= end and self.next_index < limit:
+                nl = data.index(b"\n", pos)
+                rec = _decode(data[pos:nl])
+                if rec is None or rec["#"] != self.next_index:
+                    raise LogError(f"log segment {self._path} at byte {self._offset + pos} is corrupt (bad CRC, "
+                                   f"JSON or record index; expected record {self.next_index})")
+                out.append(rec)
+                self.next_index += 1
+                pos = nl + 1
+            self._offset += pos
+        return out
+
+    def close(self) -> None:
+        """Close the open segment (a later :meth:`read` finds record ``next_index`` again)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
