@@ -170,7 +170,7 @@ def cell_tables(runs: pd.DataFrame, comp: pd.DataFrame) -> list[str]:
             test = "—"
             if scheme in ct.index:
                 r = ct.loc[scheme]
-                test = ("not tested (1 seed)" if not np.isfinite(r["p"]) else
+                test = (str(r["verdict"]) if not np.isfinite(r["p"]) else
                         f"{_p(r['p'])} / {_p(r['p_holm'])}: " + (("**LCPO higher**" if r["diff"] > 0 else
                                                                     "**LCPO lower**") if r["significant"]
                                                                    else "not significant"))

@@ -228,6 +228,8 @@ def rank_table(table: pd.DataFrame) -> pd.DataFrame:
 
 #: the verdicts of :func:`comparison_table`
 HIGHER, LOWER, NOT_SIGNIFICANT, NOT_TESTED = "LCPO higher", "LCPO lower", "not significant", "not tested (1 seed)"
+#: the verdict of a pair whose two cells are each constant over their seeds (Welch's test is undefined)
+NO_VARIANCE = "not tested (no variance)"
 
 
 def _lcpo_schemes(schemes) -> list[str]:
@@ -237,8 +239,10 @@ def _lcpo_schemes(schemes) -> list[str]:
 def comparison_table(runs: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """LCPO against each online baseline in each row: Welch's t-test, Holm-adjusted over the whole family.
 
-    The family is every (row, LCPO scheme, baseline) pair where both cells have at least 2 seeds; a pair with
-    a one-seed cell is listed as not tested. A difference is significant when its Holm-adjusted two-sided
+    The family is every (row, LCPO scheme, baseline) pair where both cells have at least 2 seeds and not both
+    are constant over their seeds; a pair with a one-seed cell is listed as not tested (:data:`NOT_TESTED`), a
+    pair of two constant cells (e.g. every seed of both at a sparse reward's floor) as :data:`NO_VARIANCE`,
+    with ``p`` NaN, and the rest of the report is still written. A difference is significant when its Holm-adjusted two-sided
     p-value is at most ``1 - confidence`` (:func:`lcpo.experiments.stats.welch_test`,
     :func:`lcpo.experiments.stats.holm`).
 
@@ -249,7 +253,8 @@ def comparison_table(runs: pd.DataFrame, confidence: float = 0.95) -> pd.DataFra
     Returns:
         One row per pair: the row keys, ``scheme`` (LCPO), ``baseline``, ``n``, ``n_baseline``, ``mean``,
         ``mean_baseline``, ``diff`` (LCPO minus baseline), ``t``, ``df``, ``p``, ``p_holm``, ``significant``,
-        ``verdict`` (:data:`HIGHER`, :data:`LOWER`, :data:`NOT_SIGNIFICANT` or :data:`NOT_TESTED`).
+        ``verdict`` (:data:`HIGHER`, :data:`LOWER`, :data:`NOT_SIGNIFICANT`, :data:`NOT_TESTED` or
+        :data:`NO_VARIANCE`).
     """
     done = _done(runs)
     keys = _row_keys(runs)
@@ -264,22 +269,26 @@ def comparison_table(runs: pd.DataFrame, confidence: float = 0.95) -> pd.DataFra
                 x, y = vals[lc], vals[b]
                 rec = dict(zip(keys, rkey), scheme=lc, baseline=b, n=x.size, n_baseline=y.size,
                            mean=float(x.mean()), mean_baseline=float(y.mean()), diff=float(x.mean() - y.mean()),
-                           t=np.nan, df=np.nan, p=np.nan)
-                if x.size >= 2 and y.size >= 2:
+                           t=np.nan, df=np.nan, p=np.nan, constant=False)
+                if x.size >= 2 and y.size >= 2 and np.all(x == x[0]) and np.all(y == y[0]):
+                    rec["constant"] = True  # Welch's test is undefined: listed, not tested
+                elif x.size >= 2 and y.size >= 2:
                     w = welch_test(x, y, cell=f"{_cell_name(rkey)}: {lc} vs {b}")
                     rec.update(t=w.t, df=w.df, p=w.p)
                 recs.append(rec)
     cols = keys + ["scheme", "baseline", "n", "n_baseline", "mean", "mean_baseline", "diff", "t", "df", "p",
                    "p_holm", "significant", "verdict"]
-    out = pd.DataFrame(recs, columns=[c for c in cols if c not in ("p_holm", "significant", "verdict")])
+    out = pd.DataFrame(recs, columns=[c for c in cols if c not in ("p_holm", "significant", "verdict")]
+                       + ["constant"])
     out["p_holm"] = np.nan
     tested = out["p"].notna()
     if tested.any():
         out.loc[tested, "p_holm"] = holm(out.loc[tested, "p"].to_numpy())
     alpha = 1.0 - confidence
     out["significant"] = tested & (out["p_holm"] <= alpha)
-    out["verdict"] = np.where(~tested, NOT_TESTED, np.where(~out["significant"], NOT_SIGNIFICANT,
-                                                            np.where(out["diff"] > 0, HIGHER, LOWER)))
+    out["verdict"] = np.where(~tested, np.where(out["constant"].astype(bool), NO_VARIANCE, NOT_TESTED),
+                              np.where(~out["significant"], NOT_SIGNIFICANT,
+                                       np.where(out["diff"] > 0, HIGHER, LOWER)))
     return out[cols]
 
 
@@ -798,7 +807,8 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
             md += ["## LCPO against each baseline", "",
                    (f"Welch's t-test (two-sided) of LCPO's mean against each online baseline's, per row; Holm's "
                     f"step-down correction over the {int(comp['p'].notna().sum())} tested pairs; significant: "
-                    f"Holm p <= {1 - confidence:.2g}. Pairs with a one-seed cell are not tested."), "",
+                    f"Holm p <= {1 - confidence:.2g}. Pairs with a one-seed cell, or whose two cells are each "
+                    f"constant over their seeds, are not tested."), "",
                    _comparison_md(comp), "", "CSV: [comparisons.csv](comparisons.csv)", ""]
         md += [
                "## LCPO's rank among the online agents", "", _lcpo_ranks(ranks), "",
