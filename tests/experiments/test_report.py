@@ -354,3 +354,21 @@ def test_two_constant_cells_are_listed_untested_and_the_report_is_written(tmp_pa
     assert comp.loc[("wind-1", "trpo"), "p_holm"] == pytest.approx(comp.loc[("wind-1", "trpo"), "p"])  # family of 1
     md = write_report(make_runs(cells), _EMPTY_EP, tmp_path).read_text()
     assert NO_VARIANCE in md and "## LCPO against each baseline" in md
+
+
+def test_a_seed_from_a_modified_tree_beside_a_clean_one_of_the_same_commit_is_mixed_code(tmp_path):
+    """Issue 27 item 5: seeds of one cell that ran on different code are not pooled unless told. A seed run
+    from a tree with uncommitted changes to the package (summary.json ``code.dirty``) ran on other code than a
+    clean seed of the same commit; the report used to pool them, only counting the dirty run."""
+    from lcpo.persistence.provenance import MixedCodeError
+
+    runs = make_runs({("wind-1", "lcpo"): [1.0, 2.0, 3.0], ("wind-1", "a2c"): [0.0, 1.0, 2.0]})
+    runs["code_commit"] = ["a" * 40] * 6
+    runs["code_dirty"] = [False, False, True, True, True, True]
+    with pytest.raises(MixedCodeError, match=r"cell WindyPendulum-v0/wind-1/lcpo .*\(aaaaaaa, aaaaaaa\+dirty\)"):
+        write_report(runs, _EMPTY_EP, tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()
+    md = write_report(runs, _EMPTY_EP, tmp_path / "allowed", allow_mixed_code=True).read_text()
+    assert "WindyPendulum-v0/wind-1/lcpo: aaaaaaa, aaaaaaa+dirty" in md
+    assert "wind-1/a2c: " not in md  # every a2c seed from the same modified tree: pooled, counted
+    assert "4 run(s) ran from a tree with uncommitted changes" in md

@@ -196,7 +196,7 @@ def test_mixed_commits_are_refused_unless_told(study, tmp_path):
     s["code"] = {"commit": "0123456789abcdef", "dirty": True}
     f.write_text(json.dumps(s))
     with pytest.raises(MixedCodeError, match=r"cell WindyPendulum-v0/wind-1/.*/a2c pools seeds that ran on "
-                                             r"different code \(0123456, 96e83d8\)"):
+                                             r"different code \(0123456\+dirty, 96e83d8\)"):
         study.report(folder, forgetting=False)
     assert not (folder / "report.md").exists()  # refused before anything is written
     text = study.report(folder, forgetting=False, allow_mixed_code=True).read_text()

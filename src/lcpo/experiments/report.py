@@ -127,22 +127,32 @@ def check_code(runs: pd.DataFrame, allow_mixed_code: bool = False) -> dict:
         ``{"commits": {commit or "unknown": runs}, "mixed": {cell: [commits]}, "dirty": runs that ran from a
         modified tree, "allowed": allow_mixed_code}`` over the finished runs.
 
+    A seed that ran from a modified tree (``code_dirty``) ran on other code than a clean seed of the same
+    commit: it is labelled ``COMMIT+dirty`` and the two are mixed. Seeds that all ran from a modified tree on one
+    commit are pooled (git cannot tell their changes apart) and counted under ``dirty``.
+
     Raises:
-        MixedCodeError: a cell mixes commits (a known one with another or with unknown ones) and
-            ``allow_mixed_code`` is False; the message names the cell and its commits.
+        MixedCodeError: a cell mixes commits (a known one with another, a clean one with the same commit
+            modified, or a known one with unknown ones) and ``allow_mixed_code`` is False; the message names the
+            cell and its commits.
     """
     done = _done(runs)
     keys = _row_keys(runs) + ["scheme"]
     commits = (done["code_commit"] if "code_commit" in done else pd.Series([None] * len(done), index=done.index))
     commits = commits.map(lambda c: str(c)[:7] if isinstance(c, str) and c else UNKNOWN)
-    cells = {_cell_name(k): commits.loc[g.index].tolist() for k, g in done.groupby(keys, sort=False, dropna=False)}
+    dirty_flags = (done["code_dirty"].map(lambda d: isinstance(d, (bool, np.bool_)) and bool(d))
+                   if "code_dirty" in done else pd.Series([False] * len(done), index=done.index))
+    # a seed run from a modified tree ran on other code than a clean seed of the same commit: its label differs
+    labels = pd.Series([c + ("+dirty" if c != UNKNOWN and d else "") for c, d in zip(commits, dirty_flags)],
+                       index=done.index, dtype=object)
+    cells = {_cell_name(k): labels.loc[g.index].tolist() for k, g in done.groupby(keys, sort=False, dropna=False)}
     mixed = mixed_code_cells(cells)
     if mixed and not allow_mixed_code:
         cell, cs = next(iter(mixed.items()))
         more = f" (and {len(mixed) - 1} more cell(s))" if len(mixed) > 1 else ""
         raise MixedCodeError(f"cell {cell} pools seeds that ran on different code ({', '.join(cs)}){more}; "
                              f"rerun them on one commit, or pass --allow-mixed-code to pool them anyway")
-    dirty = int(done["code_dirty"].fillna(False).astype(bool).sum()) if "code_dirty" in done else 0
+    dirty = int(dirty_flags.sum())
     return {"commits": commits.value_counts().to_dict(), "mixed": mixed, "dirty": dirty,
             "allowed": bool(allow_mixed_code)}
 
