@@ -82,6 +82,13 @@ class LcpoParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see `{self.prog} --help`)\n")
 
 
+#: the largest seed: torch's generators take seeds below 2**64 (a larger one failed deep in the run with
+#: "Overflow when unpacking long long", naming no value)
+MAX_SEED = 2**64 - 1
+#: the most seeds one command names (a mistyped range such as 0-1000000000 is refused at once, not expanded)
+MAX_SEEDS = 10_000
+
+
 def parse_seeds(items) -> list[int]:
     """Seeds from CLI words: integers, inclusive ranges ``A-B`` and comma lists, in order, without repeats.
 
@@ -90,10 +97,11 @@ def parse_seeds(items) -> list[int]:
         ([0, 1, 2, 3, 8], [0, 1, 2], [4, 2])
 
     Raises:
-        ValueError: a word that is neither (quoted), a range that runs backwards, a negative seed, or a seed
-            given twice.
+        ValueError: a word that is neither (quoted), a range that runs backwards, a negative seed or one above
+            :data:`MAX_SEED`, a seed given twice, or more than :data:`MAX_SEEDS` seeds in all.
     """
     out: list[int] = []
+    seen: set[int] = set()
     for item in items:
         for word in str(item).split(","):
             word = word.strip()
@@ -106,9 +114,15 @@ def parse_seeds(items) -> list[int]:
                 raise ValueError(f"bad seed {word!r}: expected an integer, a range A-B or a list (0-3 8)") from None
             if a < 0 or b < a:
                 raise ValueError(f"bad seed range {word!r}: expected 0 <= A <= B")
+            if b > MAX_SEED:
+                raise ValueError(f"bad seed {word!r}: seeds must lie in 0..2**64-1 ({MAX_SEED})")
+            if len(out) + (b - a + 1) > MAX_SEEDS:
+                raise ValueError(f"seed {word!r} names {len(out) + b - a + 1:,} seeds in all; at most {MAX_SEEDS:,} "
+                                 f"in one command")
             for s in range(a, b + 1):
-                if s in out:
+                if s in seen:
                     raise ValueError(f"seed {s} is given twice ({' '.join(map(str, items))})")
+                seen.add(s)
                 out.append(s)
     if not out:
         raise ValueError("no seed given")
