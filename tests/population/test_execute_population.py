@@ -250,6 +250,23 @@ def test_cli_resume_extends_population_folders_as_a_population(tmp_path, capsys)
             _outputs(tmp_path / "straight" / f"a2c-s{s}")["episodes.csv"]
 
 
+def test_cli_resume_continues_seeds_at_different_steps_one_by_one(tmp_path, capsys):
+    """One seed of a population folder extended alone first: `lcpo resume OUT` used to stop with "cannot
+    continue these runs as one population"; it continues them one by one, as `lcpo sweep` does, and each
+    folder ends as the straight run."""
+    args = ["--agent", "a2c", "--trace", "wind-3", "--trace-length", "5000", "--set", "hidden=[16]",
+            "--checkpoint-every", "400", "--no-progress", "--seed", "0-1"]
+    assert main(["run", *args, "--steps", "400", "--out", str(tmp_path / "r")]) == 0
+    assert main(["resume", str(tmp_path / "r" / "a2c-s1"), "--steps", "600", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["resume", str(tmp_path / "r"), "--steps", "800", "--no-progress"]) == 0
+    assert "different steps; continuing them one by one" in capsys.readouterr().err
+    assert main(["run", *args, "--steps", "800", "--out", str(tmp_path / "straight")]) == 0
+    for s in (0, 1):
+        assert _outputs(tmp_path / "r" / f"a2c-s{s}")["episodes.csv"] == \
+            _outputs(tmp_path / "straight" / f"a2c-s{s}")["episodes.csv"]
+
+
 def test_parse_seeds():
     from lcpo.cli.argtypes import parse_seeds
 
