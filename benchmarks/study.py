@@ -152,9 +152,11 @@ def cell_tables(runs: pd.DataFrame, comp: pd.DataFrame) -> list[str]:
                       "rank (paper) | LCPO vs this: Welch p / Holm p |", "|---|---|---|---|---|---|---|"]
         means = done.groupby("scheme")["lifelong_return"].mean().sort_values(ascending=False)
         online = [s for s in means.index if not s.startswith("prescient")]
-        ours_rank = {s: i + 1 for i, s in enumerate(online)}
+        # a rank needs a second finished online agent: alone in its cell an agent is first of one, no rank
+        ours_rank = {s: i + 1 for i, s in enumerate(online)} if len(online) >= 2 else {}
         in_paper = [s for s in online if s in paper]
-        paper_rank = {s: i + 1 for i, s in enumerate(sorted(in_paper, key=lambda s: -paper[s]))}
+        paper_rank = ({s: i + 1 for i, s in enumerate(sorted(in_paper, key=lambda s: -paper[s]))}
+                      if len(in_paper) >= 2 else {})
         ct = comp[(comp["env"] == env) & (comp["trace"] == trace)].set_index("baseline") if len(comp) else comp
         order = list(means.index) + [s for s in dict.fromkeys(cell["scheme"]) if s not in means.index]
         for scheme in order:
@@ -208,7 +210,7 @@ def significance_text(comp: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
                f"{ALPHA}). Significant after the correction: {said or 'none'}. {rest}"), ""]
     untested = comp[comp["p"].isna()] if len(comp) else comp
     if len(untested):
-        lines += ["Not tested (a side with 1 finished seed): "
+        lines += ["Not tested (a side with 1 finished seed, or both sides constant over their seeds): "
                   + ", ".join(f"{_short(r.env)} `{r.trace}` {r.baseline.upper()}" for r in untested.itertuples())
                   + ".", ""]
     from lcpo.experiments.report import lifelong_table, rank_table

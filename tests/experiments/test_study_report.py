@@ -247,3 +247,16 @@ def test_a_tiny_real_sweep_is_harvested_and_reported_with_forgetting(study, tmp_
         for agent in (r"lcpo\[reservoir_size=2000\]", "a2c"):  # the forgetting module names schemes in full
             assert re.search(rf"\| WindyPendulum-v0 {trace} \| {agent} \| 3 \| -?\d", forgetting)
     assert (folder / "forgetting_summary.csv").is_file()
+
+
+def test_an_agent_alone_in_its_cell_gets_no_rank(study, tmp_path):
+    """docs/results/study/report.md gave wind-4 LCPO "rank (ours) 1" with A2C and TRPO not run yet: first of
+    one is no rank (the closing note: no rank to claim). A rank needs a second finished online agent."""
+    alone = study.report(_write_synthetic(tmp_path / "alone", agents=("lcpo", "prescient-a2c")),
+                         forgetting=False).read_text()
+    for trace in TRACES:
+        row = _rows(alone, f"trace `{trace}`")["LCPO"]
+        assert row[4] == "—" and row[5] == "—", row  # rank (ours), rank (paper)
+    both = _rows(study.report(_write_synthetic(tmp_path / "both", agents=("lcpo", "a2c")),
+                              forgetting=False).read_text(), "trace `wind-1`")
+    assert (both["LCPO"][4], both["A2C"][4]) == ("1", "2")
