@@ -58,6 +58,11 @@ STRAGGLER_ENV = "lcpo/StragglerMitigation-v0"
 #: tables in the code, the docs or the authors' repository), so those cells show no paper value.
 PAPER_VALUES: dict[tuple[str, str], dict[str, float]] = {
     ("lcpo/WindyPendulum-v0", trace): dict(values) for trace, values in pb.PAPER.items()}
+# the paper's prescient SAC (its best prescient agent, -187 / -203) is the row of our prescient SAC, which this
+# study runs (configs/study-pendulum-extra.toml); pb.PAPER lists only prescient TRPO, the one the older report ran
+for _trace, (_name, _value) in pb.PAPER_BEST_PRESCIENT.items():
+    assert _name == "prescient SAC", _name
+    PAPER_VALUES[("lcpo/WindyPendulum-v0", _trace)].setdefault("prescient-sac", _value)
 #: the source line of each quoted cell
 PAPER_SOURCES = {("lcpo/WindyPendulum-v0", "wind-1"): "paper Tables 5/6, trace 1 (benchmarks/paper_budget.py PAPER)",
                  ("lcpo/WindyPendulum-v0", "wind-3"): "paper Table 6, trace 3 (benchmarks/paper_budget.py PAPER)"}

@@ -260,3 +260,18 @@ def test_an_agent_alone_in_its_cell_gets_no_rank(study, tmp_path):
     both = _rows(study.report(_write_synthetic(tmp_path / "both", agents=("lcpo", "a2c")),
                               forgetting=False).read_text(), "trace `wind-1`")
     assert (both["LCPO"][4], both["A2C"][4]) == ("1", "2")
+
+
+def test_prescient_sac_row_shows_the_papers_value(study, tmp_path):
+    """Issue 27 item 4: the paper's best prescient agent is SAC (-187 on trace 1, -203 on trace 3). The study
+    runs prescient SAC (configs/study-pendulum-extra.toml), and its row showed "—" in the paper column."""
+    VALUES.update({(t, "prescient-sac"): [-180.0 - i, -181.0 - i, -182.0 - i] for i, t in enumerate(TRACES)})
+    try:
+        text = study.report(_write_synthetic(tmp_path / "s", agents=("lcpo", "a2c", "prescient-sac")),
+                            forgetting=False).read_text()
+    finally:
+        for t in TRACES:
+            VALUES.pop((t, "prescient-sac"))
+    assert _rows(text, "trace `wind-1`")["PRESCIENT-SAC"][3] == "-187"
+    assert _rows(text, "trace `wind-3`")["PRESCIENT-SAC"][3] == "-203"
+    assert _rows(text, "trace `wind-3`")["A2C"][3] == "-307"
