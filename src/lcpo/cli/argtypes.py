@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from lcpo.experiments.config import MAX_SEED, MAX_SEEDS  # a stdlib-only module: the help stays fast
+
 __all__ = ["LcpoParser", "DefaultsHelpFormatter", "parse_count", "int_at_least", "positive_int", "nonneg_int",
            "parse_seeds", "seed_list"]
 
@@ -82,11 +84,6 @@ class LcpoParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see `{self.prog} --help`)\n")
 
 
-#: the largest seed: torch's generators take seeds below 2**64 (a larger one failed deep in the run with
-#: "Overflow when unpacking long long", naming no value)
-MAX_SEED = 2**64 - 1
-#: the most seeds one command names (a mistyped range such as 0-1000000000 is refused at once, not expanded)
-MAX_SEEDS = 10_000
 
 
 def parse_seeds(items) -> list[int]:
