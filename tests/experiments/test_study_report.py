@@ -275,3 +275,17 @@ def test_prescient_sac_row_shows_the_papers_value(study, tmp_path):
     assert _rows(text, "trace `wind-1`")["PRESCIENT-SAC"][3] == "-187"
     assert _rows(text, "trace `wind-3`")["PRESCIENT-SAC"][3] == "-203"
     assert _rows(text, "trace `wind-3`")["A2C"][3] == "-307"
+
+
+def test_a_populations_wall_time_is_counted_once(study, tmp_path):
+    """The 10 seeds of docs/results/study's wind-4 LCPO ran as one population of 2.66 h; each seed's summary
+    holds that wall time, and "wall time (sum over seeds)" showed 26.61 h, ten times the cost."""
+    folder = _write_synthetic(tmp_path / "pop", agents=("lcpo", "a2c"))
+    for f in (folder / "runs").glob("*_lcpo_*/summary.json"):
+        s = json.loads(f.read_text())
+        s["wall_time_s"], s["population"] = 9000.0, {"size": 3, "seeds": [0, 1, 2], "steps_per_s": 1.0}
+        f.write_text(json.dumps(s))
+    rows = _row_list(study.report(folder, forgetting=False).read_text(), "## Runs per cell")
+    wall = {(r[1], r[2]): r[5] for r in rows}
+    assert wall[("wind-1", "lcpo")] == "2.50 h (7.50 h summed over seeds)"
+    assert wall[("wind-1", "a2c")] == f"{(3600 * 3 + 0 + 1 + 2) / 3600:.2f} h"  # solo runs: each counts
