@@ -30,8 +30,8 @@ and the library's statistics (:mod:`lcpo.experiments.report`, :mod:`lcpo.experim
    folder holds straggler runs;
 7. the settings of the agents in the study next to the paper's and the authors' (docs/settings.md), and the runs
    of this folder that ran with a setting that has changed since;
-8. per cell: wall time (a population's once), steps per second, the population size and the commit(s) the seeds ran on; a cell whose
-   seeds ran on different code is refused unless ``--allow-mixed-code`` (then named).
+8. per cell: wall time (a population's once), steps per second, the population size and the commit(s) the seeds
+   ran on; a cell whose seeds ran on different code is refused unless ``--allow-mixed-code`` (then named).
 """
 
 from __future__ import annotations

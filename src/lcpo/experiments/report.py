@@ -252,8 +252,8 @@ def comparison_table(runs: pd.DataFrame, confidence: float = 0.95) -> pd.DataFra
     The family is every (row, LCPO scheme, baseline) pair where both cells have at least 2 seeds and not both
     are constant over their seeds; a pair with a one-seed cell is listed as not tested (:data:`NOT_TESTED`), a
     pair of two constant cells (e.g. every seed of both at a sparse reward's floor) as :data:`NO_VARIANCE`,
-    with ``p`` NaN, and the rest of the report is still written. A difference is significant when its Holm-adjusted two-sided
-    p-value is at most ``1 - confidence`` (:func:`lcpo.experiments.stats.welch_test`,
+    with ``p`` NaN, and the rest of the report is still written. A difference is significant when its
+    Holm-adjusted two-sided p-value is at most ``1 - confidence`` (:func:`lcpo.experiments.stats.welch_test`,
     :func:`lcpo.experiments.stats.holm`).
 
     Args:
