@@ -30,14 +30,15 @@ and the library's statistics (:mod:`lcpo.experiments.report`, :mod:`lcpo.experim
    folder holds straggler runs;
 7. the settings of the agents in the study next to the paper's and the authors' (docs/settings.md), and the runs
    of this folder that ran with a setting that has changed since;
-8. per cell: wall time, steps per second, the population size and the commit(s) the seeds ran on; a cell whose
-   seeds ran on different code is refused unless ``--allow-mixed-code`` (then named).
+8. per cell: wall time (a population's once), steps per second, the population size and the commit(s) the seeds
+   ran on; a cell whose seeds ran on different code is refused unless ``--allow-mixed-code`` (then named).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -58,6 +59,11 @@ STRAGGLER_ENV = "lcpo/StragglerMitigation-v0"
 #: tables in the code, the docs or the authors' repository), so those cells show no paper value.
 PAPER_VALUES: dict[tuple[str, str], dict[str, float]] = {
     ("lcpo/WindyPendulum-v0", trace): dict(values) for trace, values in pb.PAPER.items()}
+# the paper's prescient SAC (its best prescient agent, -187 / -203) is the row of our prescient SAC, which this
+# study runs (configs/study-pendulum-extra.toml); pb.PAPER lists only prescient TRPO, the one the older report ran
+for _trace, (_name, _value) in pb.PAPER_BEST_PRESCIENT.items():
+    assert _name == "prescient SAC", _name
+    PAPER_VALUES[("lcpo/WindyPendulum-v0", _trace)].setdefault("prescient-sac", _value)
 #: the source line of each quoted cell
 PAPER_SOURCES = {("lcpo/WindyPendulum-v0", "wind-1"): "paper Tables 5/6, trace 1 (benchmarks/paper_budget.py PAPER)",
                  ("lcpo/WindyPendulum-v0", "wind-3"): "paper Table 6, trace 3 (benchmarks/paper_budget.py PAPER)"}
@@ -96,11 +102,16 @@ def load(folders: Path | list[Path]) -> pd.DataFrame:
         runs, _ = collect(folder, run_ids=ids, episodes=False)
         if runs.empty:
             continue
-        pops = []
+        pops, units = [], []
         for rid in runs["run_id"]:
             f = root / rid / "summary.json"
-            pops.append((json.loads(f.read_text()).get("population") or {}).get("size", 1) if f.is_file() else None)
-        frames.append(runs.assign(population=pops, run_dir=[root / r for r in runs["run_id"]]))
+            summary = json.loads(f.read_text()) if f.is_file() else {}
+            pop = summary.get("population") or {}
+            pops.append(pop.get("size", 1) if f.is_file() else None)
+            # the seeds of one population share its wall time: the unit whose wall time is counted once
+            units.append(json.dumps([str(folder), pop.get("seeds"), summary.get("wall_time_s")])
+                         if pop.get("seeds") else f"{folder}/{rid}")
+        frames.append(runs.assign(population=pops, population_unit=units, run_dir=[root / r for r in runs["run_id"]]))
     if not frames:
         return pd.DataFrame()
     runs = pd.concat(frames, ignore_index=True)
@@ -152,9 +163,11 @@ def cell_tables(runs: pd.DataFrame, comp: pd.DataFrame) -> list[str]:
                       "rank (paper) | LCPO vs this: Welch p / Holm p |", "|---|---|---|---|---|---|---|"]
         means = done.groupby("scheme")["lifelong_return"].mean().sort_values(ascending=False)
         online = [s for s in means.index if not s.startswith("prescient")]
-        ours_rank = {s: i + 1 for i, s in enumerate(online)}
+        # a rank needs a second finished online agent: alone in its cell an agent is first of one, no rank
+        ours_rank = {s: i + 1 for i, s in enumerate(online)} if len(online) >= 2 else {}
         in_paper = [s for s in online if s in paper]
-        paper_rank = {s: i + 1 for i, s in enumerate(sorted(in_paper, key=lambda s: -paper[s]))}
+        paper_rank = ({s: i + 1 for i, s in enumerate(sorted(in_paper, key=lambda s: -paper[s]))}
+                      if len(in_paper) >= 2 else {})
         ct = comp[(comp["env"] == env) & (comp["trace"] == trace)].set_index("baseline") if len(comp) else comp
         order = list(means.index) + [s for s in dict.fromkeys(cell["scheme"]) if s not in means.index]
         for scheme in order:
@@ -170,7 +183,7 @@ def cell_tables(runs: pd.DataFrame, comp: pd.DataFrame) -> list[str]:
             test = "—"
             if scheme in ct.index:
                 r = ct.loc[scheme]
-                test = ("not tested (1 seed)" if not np.isfinite(r["p"]) else
+                test = (str(r["verdict"]) if not np.isfinite(r["p"]) else
                         f"{_p(r['p'])} / {_p(r['p_holm'])}: " + (("**LCPO higher**" if r["diff"] > 0 else
                                                                     "**LCPO lower**") if r["significant"]
                                                                    else "not significant"))
@@ -208,7 +221,7 @@ def significance_text(comp: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
                f"{ALPHA}). Significant after the correction: {said or 'none'}. {rest}"), ""]
     untested = comp[comp["p"].isna()] if len(comp) else comp
     if len(untested):
-        lines += ["Not tested (a side with 1 finished seed): "
+        lines += ["Not tested (a side with 1 finished seed, or both sides constant over their seeds): "
                   + ", ".join(f"{_short(r.env)} `{r.trace}` {r.baseline.upper()}" for r in untested.itertuples())
                   + ".", ""]
     from lcpo.experiments.report import lifelong_table, rank_table
@@ -336,18 +349,22 @@ def runs_lines(runs: pd.DataFrame, code: dict) -> list[str]:
     from lcpo.experiments.report import _code_text
 
     lines = ["## Runs per cell: status, wall time, code", "", _code_text(code), "",
-             "| env | trace | agent | finished / planned | failed | wall time (sum over seeds) | steps/s per seed "
+             "| env | trace | agent | finished / planned | failed | wall time (a population once) | steps/s per seed "
              "(mean) | population | commit |", "|---|---|---|---|---|---|---|---|---|"]
     for (env, trace, scheme), g in runs.groupby(["env", "trace", "scheme"], sort=False):
         d = g[g["status"] == "done"]
         commits = sorted({(str(c)[:7] if isinstance(c, str) and c else "unknown")
                           + ("+dirty" if bool(dd) else "") for c, dd in zip(d["code_commit"],
                                                                             d["code_dirty"].fillna(False))})
-        wall = d["wall_time_s"].sum()
+        wall = d["wall_time_s"].sum()  # seed-hours: a population's wall time once per seed
+        unit = "population_unit" if "population_unit" in d else "run_id"
+        wall_once = d.drop_duplicates(unit)["wall_time_s"].sum() if len(d) else 0.0
         pops = sorted({int(p) for p in d["population"].dropna()})
         lines.append(f"| {_short(env)} | {trace} | {scheme} | {len(d)} / {len(g)} | "
                      f"{int((g['status'] == 'failed').sum())} | "
-                     + (f"{wall / 3600:.2f} h" if len(d) else "not run yet") + " | "
+                     + ((f"{wall_once / 3600:.2f} h" + (f" ({wall / 3600:.2f} h summed over seeds)"
+                                                         if not math.isclose(wall, wall_once) else ""))
+                        if len(d) else "not run yet") + " | "
                      + (f"{d['steps_per_s'].mean():,.0f}" if len(d) else "—") + " | "
                      + (", ".join(map(str, pops)) or "—") + f" | {', '.join(commits) or '—'} |")
     return lines + [""]

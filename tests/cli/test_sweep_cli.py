@@ -81,3 +81,19 @@ def test_only_selects_and_orders_runs_and_names_a_pattern_that_matches_nothing(c
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err and "'*wind-2*' match no run" in err
     assert not (tmp_path / "s").exists()
+
+
+def test_dry_run_shows_how_the_runs_group_into_population_tasks(capsys, tmp_path):
+    """`--population N` groups runs that differ only in seed into one task; the dry run said nothing of it."""
+    from pathlib import Path
+
+    from lcpo.cli.main import main
+
+    config = Path(__file__).resolve().parents[2] / "configs" / "smoke.toml"  # 2 traces x 2 agents x 2 seeds
+    assert main(["sweep", str(config), "--out", str(tmp_path / "s"), "--dry-run"]) == 0
+    assert "to start: 8 run(s) (0 finished, skipped) as 4 task(s): 4 of 2 seeds" in capsys.readouterr().err
+    assert main(["sweep", str(config), "--out", str(tmp_path / "s"), "--dry-run", "--no-batch"]) == 0
+    assert "as 8 task(s): 8 of 1 seed " in capsys.readouterr().err
+    assert main(["sweep", str(config), "--out", str(tmp_path / "s"), "--dry-run", "--only", "*wind-1_a2c*"]) == 0
+    assert "to start: 2 run(s) (0 finished, skipped) as 1 task(s): 1 of 2 seeds" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()

@@ -41,6 +41,26 @@ def test_seed_count_and_list_and_trace_steps():
     assert got == {"wind-1": (1000, 5000, 100), "wind-3": (400, 800, 100)}
 
 
+def test_seed_values_a_run_cannot_take_or_too_many_are_refused_naming_the_key():
+    """`seeds = 99999999999999999999` ended in an OverflowError traceback, `seeds = 1000000000` hung expanding a
+    billion runs, and `seeds = [18446744073709551616]` was accepted (the run then fails deep inside torch)."""
+    import time
+
+    t0 = time.process_time()
+    for bad, msg in ((99999999999999999999, r"seeds: 99,999,999,999,999,999,999 seeds; at most 10,000"),
+                     (1_000_000_000, r"seeds: 1,000,000,000 seeds; at most 10,000"),
+                     ([0, 2**64], r"seeds\[1\]: seeds must lie in 0\.\.2\*\*64-1 \(18446744073709551615\), got "
+                                  r"18446744073709551616"),
+                     (list(range(10_001)), r"seeds: 10,001 seeds; at most 10,000")):
+        with pytest.raises(ConfigError, match=msg):
+            parse_config(base(seeds=bad), executor=FAKE)
+    with pytest.raises(ConfigError, match=r"per_agent\.a2c\.seeds: 1,000,000,000 seeds"):
+        parse_config(base(per_agent={"a2c": {"seeds": 1_000_000_000}}), executor=FAKE)
+    assert time.process_time() - t0 < 1.0
+    assert parse_config(base(seeds=[2**64 - 1]), executor=FAKE).seeds == (2**64 - 1,)
+    assert len(parse_config(base(seeds=10_000), executor=FAKE).seeds) == 10_000
+
+
 def test_per_agent_seeds_replace_the_global_seeds_for_that_agent_only():
     cfg = parse_config(base(seeds=3, per_agent={"a2c": {"seeds": 5}, "lcpo": {"seeds": [2, 9]}}), executor=FAKE)
     seeds = {}

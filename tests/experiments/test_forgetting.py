@@ -232,3 +232,30 @@ def test_end_to_end_on_windy_pendulum_is_deterministic(tmp_path, monkeypatch):
 
     assert build_parser().parse_args(["x", "--forgetting"]).forgetting is True
     assert build_parser().parse_args(["x"]).forgetting is False
+
+
+def test_one_trace_name_at_two_lengths_is_two_cells_each_with_its_own_references(tmp_path):
+    """The references are made per trace (name and length), and every run of a cell must share them. A trace
+    file cut to 400 rows for one seed and to 1,200 for another (`--trace my.npy --trace-length N`) gives two
+    traces with different regimes; forgetting_study pooled both seeds in one cell "WindyPendulum-v0 my" (its
+    docstring said cells are keyed by trace length too), on different references."""
+    from lcpo.experiments.forgetting import forgetting_study
+
+    rng = np.random.default_rng(0)
+    levels = np.repeat(np.array([[0.0, 0.0], [3.0, 0.0], [0.0, -3.0]]), 400, axis=0)
+    np.save(tmp_path / "my.npy", levels + 0.05 * rng.standard_normal(levels.shape))
+    for seed, length in ((0, 400), (1, 1200)):
+        execute(RunConfig(env="lcpo/WindyPendulum-v0", trace=str(tmp_path / "my.npy"), trace_length=length,
+                          agent="a2c", steps=400, seed=seed, checkpoint_every=0,
+                          overrides={"hidden": [8], "rollout_steps": 100}), tmp_path / "runs" / f"a2c-s{seed}")
+    study = forgetting_study(tmp_path / "runs", regimes=3, episodes=1, episode_steps=10)
+    short, full = "WindyPendulum-v0 my (400 rows)", "WindyPendulum-v0 my (1,200 rows)"
+    assert sorted(study["refs"]) == sorted([short, full])
+    assert study["summary"].set_index("cell")["n"].to_dict() == {short: 1, full: 1}
+    assert not np.allclose(study["refs"][short].centres, study["refs"][full].centres)
+    np.testing.assert_allclose(sorted(study["refs"][full].centres.round(1).tolist()), [[0, -3], [0, 0], [3, 0]],
+                               atol=0.1)
+    # one length per name: the cell keeps its plain name
+    (tmp_path / "runs" / "a2c-s0" / "snapshots.npz").unlink()
+    assert list(forgetting_study(tmp_path / "runs", regimes=3, episodes=1, episode_steps=10)["refs"]) == [
+        "WindyPendulum-v0 my"]

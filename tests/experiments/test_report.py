@@ -336,3 +336,39 @@ def test_report_cli_allow_mixed_code(tmp_path, capsys):
     assert "pools seeds that ran on different code (aaaaaaa, bbbbbbb)" in capsys.readouterr().err
     assert report_cli.main([str(tmp_path / "runs"), "--out", str(tmp_path / "r2"), "--allow-mixed-code"]) == 0
     assert "as told (--allow-mixed-code)" in (tmp_path / "r2" / "report.md").read_text()
+
+
+def test_two_constant_cells_are_listed_untested_and_the_report_is_written(tmp_path):
+    """Every seed of LCPO and of a baseline at the same value (a sparse reward's floor, -200 per episode on
+    MountainCar at a short budget): Welch's test is undefined. The pair is listed as not tested and the report
+    is still written, the other pairs tested as before (it used to stop the whole report with a ValueError)."""
+    from lcpo.experiments.report import NO_VARIANCE, comparison_table
+
+    cells = {("wind-1", "lcpo"): [-200.0, -200.0, -200.0], ("wind-1", "a2c"): [-200.0, -200.0, -200.0],
+             ("wind-1", "trpo"): [-210.0, -190.0, -205.0], ("wind-3", "lcpo"): [-250.0, -250.0],
+             ("wind-3", "a2c"): [-300.0, -300.0]}
+    comp = comparison_table(make_runs(cells)).set_index(["trace", "baseline"])
+    for k in (("wind-1", "a2c"), ("wind-3", "a2c")):
+        assert comp.loc[k, "verdict"] == NO_VARIANCE and np.isnan(comp.loc[k, "p"]) and not comp.loc[k, "significant"]
+    assert np.isfinite(comp.loc[("wind-1", "trpo"), "p"])
+    assert comp.loc[("wind-1", "trpo"), "p_holm"] == pytest.approx(comp.loc[("wind-1", "trpo"), "p"])  # family of 1
+    md = write_report(make_runs(cells), _EMPTY_EP, tmp_path).read_text()
+    assert NO_VARIANCE in md and "## LCPO against each baseline" in md
+
+
+def test_a_seed_from_a_modified_tree_beside_a_clean_one_of_the_same_commit_is_mixed_code(tmp_path):
+    """Issue 27 item 5: seeds of one cell that ran on different code are not pooled unless told. A seed run
+    from a tree with uncommitted changes to the package (summary.json ``code.dirty``) ran on other code than a
+    clean seed of the same commit; the report used to pool them, only counting the dirty run."""
+    from lcpo.persistence.provenance import MixedCodeError
+
+    runs = make_runs({("wind-1", "lcpo"): [1.0, 2.0, 3.0], ("wind-1", "a2c"): [0.0, 1.0, 2.0]})
+    runs["code_commit"] = ["a" * 40] * 6
+    runs["code_dirty"] = [False, False, True, True, True, True]
+    with pytest.raises(MixedCodeError, match=r"cell WindyPendulum-v0/wind-1/lcpo .*\(aaaaaaa, aaaaaaa\+dirty\)"):
+        write_report(runs, _EMPTY_EP, tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()
+    md = write_report(runs, _EMPTY_EP, tmp_path / "allowed", allow_mixed_code=True).read_text()
+    assert "WindyPendulum-v0/wind-1/lcpo: aaaaaaa, aaaaaaa+dirty" in md
+    assert "wind-1/a2c: " not in md  # every a2c seed from the same modified tree: pooled, counted
+    assert "4 run(s) ran from a tree with uncommitted changes" in md

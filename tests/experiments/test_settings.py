@@ -73,3 +73,18 @@ def test_settings_markdown_heading_level():
     text = S.settings_markdown(level=3)
     assert text.startswith("### LCPO\n")
     assert "| `entropy_base` | 0.03 | 0.03 | 0.03 | same |" in text
+
+
+def test_continual_baselines_replay_row_names_the_agents_that_keep_a_fixed_buffer():
+    """The continual baselines' `buffer_size` row is computed from EWC ("all samples", same) but its table also
+    stands for CLEAR and BF-DQN (and PT-DQN beside it), whose replay does not follow the run's length: the
+    row's note must say so with their live sizes, not leave "same" unqualified."""
+    from lcpo.agents.run_length import RUN_LENGTH_RULES
+
+    (spec,) = [s for s in S.SETTINGS if s.title.startswith("Continual-learning baselines")]
+    (row,) = [r for r in spec.rows if r.name == "buffer_size"]
+    note = S._note(spec, row)
+    for agent, label in (("clear", "CLEAR"), ("bfdqn", "BF-DQN"), ("ptdqn", "PT-DQN")):
+        assert "buffer_size" not in RUN_LENGTH_RULES.get(agent, {})
+        size = AGENTS[agent].Hyperparameters().buffer_size
+        assert label in note and f"{size:,}" in note, (agent, size, note)

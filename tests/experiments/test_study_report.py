@@ -196,7 +196,7 @@ def test_mixed_commits_are_refused_unless_told(study, tmp_path):
     s["code"] = {"commit": "0123456789abcdef", "dirty": True}
     f.write_text(json.dumps(s))
     with pytest.raises(MixedCodeError, match=r"cell WindyPendulum-v0/wind-1/.*/a2c pools seeds that ran on "
-                                             r"different code \(0123456, 96e83d8\)"):
+                                             r"different code \(0123456\+dirty, 96e83d8\)"):
         study.report(folder, forgetting=False)
     assert not (folder / "report.md").exists()  # refused before anything is written
     text = study.report(folder, forgetting=False, allow_mixed_code=True).read_text()
@@ -247,3 +247,45 @@ def test_a_tiny_real_sweep_is_harvested_and_reported_with_forgetting(study, tmp_
         for agent in (r"lcpo\[reservoir_size=2000\]", "a2c"):  # the forgetting module names schemes in full
             assert re.search(rf"\| WindyPendulum-v0 {trace} \| {agent} \| 3 \| -?\d", forgetting)
     assert (folder / "forgetting_summary.csv").is_file()
+
+
+def test_an_agent_alone_in_its_cell_gets_no_rank(study, tmp_path):
+    """docs/results/study/report.md gave wind-4 LCPO "rank (ours) 1" with A2C and TRPO not run yet: first of
+    one is no rank (the closing note: no rank to claim). A rank needs a second finished online agent."""
+    alone = study.report(_write_synthetic(tmp_path / "alone", agents=("lcpo", "prescient-a2c")),
+                         forgetting=False).read_text()
+    for trace in TRACES:
+        row = _rows(alone, f"trace `{trace}`")["LCPO"]
+        assert row[4] == "—" and row[5] == "—", row  # rank (ours), rank (paper)
+    both = _rows(study.report(_write_synthetic(tmp_path / "both", agents=("lcpo", "a2c")),
+                              forgetting=False).read_text(), "trace `wind-1`")
+    assert (both["LCPO"][4], both["A2C"][4]) == ("1", "2")
+
+
+def test_prescient_sac_row_shows_the_papers_value(study, tmp_path):
+    """Issue 27 item 4: the paper's best prescient agent is SAC (-187 on trace 1, -203 on trace 3). The study
+    runs prescient SAC (configs/study-pendulum-extra.toml), and its row showed "—" in the paper column."""
+    VALUES.update({(t, "prescient-sac"): [-180.0 - i, -181.0 - i, -182.0 - i] for i, t in enumerate(TRACES)})
+    try:
+        text = study.report(_write_synthetic(tmp_path / "s", agents=("lcpo", "a2c", "prescient-sac")),
+                            forgetting=False).read_text()
+    finally:
+        for t in TRACES:
+            VALUES.pop((t, "prescient-sac"))
+    assert _rows(text, "trace `wind-1`")["PRESCIENT-SAC"][3] == "-187"
+    assert _rows(text, "trace `wind-3`")["PRESCIENT-SAC"][3] == "-203"
+    assert _rows(text, "trace `wind-3`")["A2C"][3] == "-307"
+
+
+def test_a_populations_wall_time_is_counted_once(study, tmp_path):
+    """The 10 seeds of docs/results/study's wind-4 LCPO ran as one population of 2.66 h; each seed's summary
+    holds that wall time, and "wall time (sum over seeds)" showed 26.61 h, ten times the cost."""
+    folder = _write_synthetic(tmp_path / "pop", agents=("lcpo", "a2c"))
+    for f in (folder / "runs").glob("*_lcpo_*/summary.json"):
+        s = json.loads(f.read_text())
+        s["wall_time_s"], s["population"] = 9000.0, {"size": 3, "seeds": [0, 1, 2], "steps_per_s": 1.0}
+        f.write_text(json.dumps(s))
+    rows = _row_list(study.report(folder, forgetting=False).read_text(), "## Runs per cell")
+    wall = {(r[1], r[2]): r[5] for r in rows}
+    assert wall[("wind-1", "lcpo")] == "2.50 h (7.50 h summed over seeds)"
+    assert wall[("wind-1", "a2c")] == f"{(3600 * 3 + 0 + 1 + 2) / 3600:.2f} h"  # solo runs: each counts

@@ -250,6 +250,23 @@ def test_cli_resume_extends_population_folders_as_a_population(tmp_path, capsys)
             _outputs(tmp_path / "straight" / f"a2c-s{s}")["episodes.csv"]
 
 
+def test_cli_resume_continues_seeds_at_different_steps_one_by_one(tmp_path, capsys):
+    """One seed of a population folder extended alone first: `lcpo resume OUT` used to stop with "cannot
+    continue these runs as one population"; it continues them one by one, as `lcpo sweep` does, and each
+    folder ends as the straight run."""
+    args = ["--agent", "a2c", "--trace", "wind-3", "--trace-length", "5000", "--set", "hidden=[16]",
+            "--checkpoint-every", "400", "--no-progress", "--seed", "0-1"]
+    assert main(["run", *args, "--steps", "400", "--out", str(tmp_path / "r")]) == 0
+    assert main(["resume", str(tmp_path / "r" / "a2c-s1"), "--steps", "600", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["resume", str(tmp_path / "r"), "--steps", "800", "--no-progress"]) == 0
+    assert "different steps; continuing them one by one" in capsys.readouterr().err
+    assert main(["run", *args, "--steps", "800", "--out", str(tmp_path / "straight")]) == 0
+    for s in (0, 1):
+        assert _outputs(tmp_path / "r" / f"a2c-s{s}")["episodes.csv"] == \
+            _outputs(tmp_path / "straight" / f"a2c-s{s}")["episodes.csv"]
+
+
 def test_parse_seeds():
     from lcpo.cli.argtypes import parse_seeds
 
@@ -259,6 +276,33 @@ def test_parse_seeds():
             parse_seeds([bad])
     with pytest.raises(ValueError, match="seed 2 is given twice"):
         parse_seeds(["0-3", "2"])
+
+
+def test_seeds_out_of_range_or_too_many_are_one_line_errors_naming_the_value(tmp_path, capsys):
+    """A seed above 2**64-1 failed deep in the run ("Overflow when unpacking long long", no value named), and a
+    mistyped range such as 0-999999999 hung expanding it (a quadratic repeat check over a billion seeds)."""
+    import time
+
+    from lcpo.cli.argtypes import MAX_SEED, MAX_SEEDS, parse_seeds
+
+    assert parse_seeds([str(MAX_SEED)]) == [MAX_SEED]
+    with pytest.raises(ValueError, match=r"bad seed '18446744073709551616': seeds must lie in 0\.\.2\*\*64-1"):
+        parse_seeds([str(MAX_SEED + 1)])
+    assert parse_seeds([f"0-{MAX_SEEDS - 1}"]) == list(range(MAX_SEEDS))
+    t0 = time.process_time()
+    with pytest.raises(ValueError, match=r"seed '0-999999999' names 1,000,000,000 seeds in all; at most 10,000"):
+        parse_seeds(["0-999999999"])
+    with pytest.raises(ValueError, match=r"seed '10-10000' names 10,001 seeds in all"):
+        parse_seeds(["0-9", "10-10000"])
+    assert time.process_time() - t0 < 1.0
+    for bad, named in (("99999999999999999999", "'99999999999999999999'"), ("0-999999999", "'0-999999999'")):
+        with pytest.raises(SystemExit) as info:  # a usage error, as --seed 3-1
+            main(["run", "--agent", "a2c", "--seed", bad, "--steps", "400", "--no-progress",
+                  "--out", str(tmp_path / "x")])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert named in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "x").exists()
 
 
 def test_cli_takes_a_users_vector_env_as_the_population(tmp_path, capsys, monkeypatch):

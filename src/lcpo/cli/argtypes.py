@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from lcpo.experiments.config import MAX_SEED, MAX_SEEDS  # a stdlib-only module: the help stays fast
+
 __all__ = ["LcpoParser", "DefaultsHelpFormatter", "parse_count", "int_at_least", "positive_int", "nonneg_int",
            "parse_seeds", "seed_list"]
 
@@ -82,6 +84,8 @@ class LcpoParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see `{self.prog} --help`)\n")
 
 
+
+
 def parse_seeds(items) -> list[int]:
     """Seeds from CLI words: integers, inclusive ranges ``A-B`` and comma lists, in order, without repeats.
 
@@ -90,10 +94,11 @@ def parse_seeds(items) -> list[int]:
         ([0, 1, 2, 3, 8], [0, 1, 2], [4, 2])
 
     Raises:
-        ValueError: a word that is neither (quoted), a range that runs backwards, a negative seed, or a seed
-            given twice.
+        ValueError: a word that is neither (quoted), a range that runs backwards, a negative seed or one above
+            :data:`MAX_SEED`, a seed given twice, or more than :data:`MAX_SEEDS` seeds in all.
     """
     out: list[int] = []
+    seen: set[int] = set()
     for item in items:
         for word in str(item).split(","):
             word = word.strip()
@@ -106,9 +111,15 @@ def parse_seeds(items) -> list[int]:
                 raise ValueError(f"bad seed {word!r}: expected an integer, a range A-B or a list (0-3 8)") from None
             if a < 0 or b < a:
                 raise ValueError(f"bad seed range {word!r}: expected 0 <= A <= B")
+            if b > MAX_SEED:
+                raise ValueError(f"bad seed {word!r}: seeds must lie in 0..2**64-1 ({MAX_SEED})")
+            if len(out) + (b - a + 1) > MAX_SEEDS:
+                raise ValueError(f"seed {word!r} names {len(out) + b - a + 1:,} seeds in all; at most {MAX_SEEDS:,} "
+                                 f"in one command")
             for s in range(a, b + 1):
-                if s in out:
+                if s in seen:
                     raise ValueError(f"seed {s} is given twice ({' '.join(map(str, items))})")
+                seen.add(s)
                 out.append(s)
     if not out:
         raise ValueError("no seed given")

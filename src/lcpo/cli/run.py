@@ -191,8 +191,18 @@ def _execute_all(planned: list, resume: bool, progress: bool, batch: bool = True
         else:
             from lcpo.online.population import execute_population
 
-            summaries = execute_population([g[0] for g in group], [g[1] for g in group], resume=resume,
-                                           progress=progress, on_message=say, device=device)
+            try:
+                summaries = execute_population([g[0] for g in group], [g[1] for g in group], resume=resume,
+                                               progress=progress, on_message=say, device=device)
+            except ValueError as exc:
+                # seeds extended or resumed on their own before stand at different steps: as `lcpo sweep`
+                # does (lcpo.experiments.runner.run_group), continue them one by one (the runs are the same)
+                if not resume or vector or device != "cpu" or "checkpoints are at different steps" not in str(exc):
+                    raise
+                say(f"{group[0][0].agent}: the checkpoints of these seeds are at different steps; continuing them "
+                    f"one by one, not as one population (the runs are the same)")
+                summaries = [execute(cfg, out, resume=resume, progress=progress, on_message=say)
+                             for cfg, out, _ in group]
         for (cfg, out, _), summary in zip(group, summaries):
             results.append((cfg, summary, out))
             print(f"{cfg.agent} seed {cfg.seed}: lifelong return {_fmt(summary['lifelong_return'])} over "

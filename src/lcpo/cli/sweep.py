@@ -96,10 +96,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"lcpo sweep: error: {exc}", file=sys.stderr)
             return 2
     if args.dry_run:
-        for spec in (specs if args.only is None else chosen):
+        listed = specs if args.only is None else chosen
+        for spec in listed:
             print(spec.run_id)
         sel = "" if args.only is None else f"{len(chosen)} of "
         print(f"{sel}{len(specs)} runs -> {out}", file=sys.stderr)
+        print(_tasks_line(listed, out, 1 if args.no_batch else args.population), file=sys.stderr)
         return 0
     if args.address is not None and args.backend != "dask":
         print("lcpo sweep: error: --address needs --backend dask", file=sys.stderr)
@@ -131,6 +133,21 @@ def run(args: argparse.Namespace) -> int:
             print(f"  failed: {o.error}  (see {out / 'runs' / o.run_id / 'error.json'})", file=sys.stderr)
     print(f"results: {out / 'results.parquet'}; report: lcpo report {out} --out {out / 'report'}")
     return 1 if counts.get("failed") else 0
+
+
+def _tasks_line(listed, out, population: int) -> str:
+    """The dry run's line on how the runs would start: the unfinished ones grouped into population tasks
+    (runs that differ only in seed, at most ``population`` each; :func:`lcpo.experiments.runner.group_seeds`)."""
+    from lcpo.experiments.runner import _is_finished, group_seeds
+
+    todo = [s for s in listed if not _is_finished(out, s.run_id)]
+    groups = group_seeds(todo, population)
+    sizes = Counter(len(g) for g in groups)
+    shape = ", ".join(f"{n} of {size} seed{'s' if size != 1 else ''}" for size, n in sorted(sizes.items(),
+                                                                                           reverse=True))
+    return (f"to start: {len(todo)} run(s) ({len(listed) - len(todo)} finished, skipped) as {len(groups)} "
+            f"task(s){': ' + shape if shape else ''} (runs that differ only in seed train as one population of "
+            f"at most {population}: --population N, --no-batch)")
 
 
 def _stopped_line(stopped, args: argparse.Namespace, out) -> str:

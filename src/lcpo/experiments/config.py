@@ -170,12 +170,29 @@ def _check_int(source: str, key: str, v: Any, minimum: int) -> int:
     return int(v)
 
 
+#: the largest seed: torch's generators take seeds below 2**64 (a larger one failed deep in the run with
+#: "Overflow when unpacking long long", naming no value)
+MAX_SEED = 2**64 - 1
+#: the most seeds one command or one ``seeds`` value names (a mistyped count or range such as 1000000000 is
+#: refused at once, not expanded)
+MAX_SEEDS = 10_000
+
+
 def _seeds(source: str, key: str, raw: Any) -> tuple[int, ...]:
-    """A ``seeds`` value: a positive count ``n`` (seeds ``0..n-1``) or a non-empty list of distinct seeds >= 0."""
+    """A ``seeds`` value: a positive count ``n <= MAX_SEEDS`` (seeds ``0..n-1``) or a non-empty list of at most
+    :data:`MAX_SEEDS` distinct seeds in ``0..MAX_SEED``."""
     if _is_int(raw):
-        return tuple(range(_check_int(source, key, raw, 1)))
+        n = _check_int(source, key, raw, 1)
+        if n > MAX_SEEDS:
+            raise _err(source, key, f"{n:,} seeds; at most {MAX_SEEDS:,}")
+        return tuple(range(n))
     if isinstance(raw, list) and raw:
+        if len(raw) > MAX_SEEDS:
+            raise _err(source, key, f"{len(raw):,} seeds; at most {MAX_SEEDS:,}")
         seeds = tuple(_check_int(source, f"{key}[{i}]", s, 0) for i, s in enumerate(raw))
+        for i, s in enumerate(seeds):
+            if s > MAX_SEED:
+                raise _err(source, f"{key}[{i}]", f"seeds must lie in 0..2**64-1 ({MAX_SEED}), got {s}")
         if len(set(seeds)) != len(seeds):
             raise _err(source, key, f"duplicate seeds in {list(seeds)}")
         return seeds

@@ -493,6 +493,7 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
     traces: dict[str, object] = {}
     rows, per_run = [], []
     seconds, evaluations = 0.0, 0
+    found = []
     for run in with_snaps:
         cfg = _run_config(run)
         try:
@@ -500,13 +501,21 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
         except ValueError:
             without.append(run)
             continue
+        label = f"{cfg.env.split('/')[-1]} {trace.name}"
+        if cfg.env_kwargs:
+            label += " " + json.dumps(dict(cfg.env_kwargs), sort_keys=True, separators=(",", ":"))
+        found.append((run, cfg, trace, label))
+    # a trace name at two lengths is two traces (a file cut to its first N rows, a trace generated at N steps):
+    # their references differ, so their runs are two cells, named with the length
+    lengths: dict[str, set[int]] = {}
+    for _, _, trace, label in found:
+        lengths.setdefault(label, set()).add(len(trace))
+    for run, cfg, trace, label in found:
         tkey = (trace.name, len(trace))
         if tkey not in refs_of:
             refs_of[tkey] = reference_contexts(trace, regimes, mode, episode_steps, seed=0)
         refs = refs_of[tkey]
-        cell = f"{cfg.env.split('/')[-1]} {trace.name}"
-        if cfg.env_kwargs:
-            cell += " " + json.dumps(dict(cfg.env_kwargs), sort_keys=True, separators=(",", ":"))
+        cell = label + (f" ({len(trace):,} rows)" if len(lengths[label]) > 1 else "")
         cells[cell], traces[cell] = refs, trace
         res = _evaluate_cached(run, refs, episodes, episode_steps, seed, rule,
                                None if cache_dir is None else Path(cache_dir))

@@ -127,22 +127,32 @@ def check_code(runs: pd.DataFrame, allow_mixed_code: bool = False) -> dict:
         ``{"commits": {commit or "unknown": runs}, "mixed": {cell: [commits]}, "dirty": runs that ran from a
         modified tree, "allowed": allow_mixed_code}`` over the finished runs.
 
+    A seed that ran from a modified tree (``code_dirty``) ran on other code than a clean seed of the same
+    commit: it is labelled ``COMMIT+dirty`` and the two are mixed. Seeds that all ran from a modified tree on one
+    commit are pooled (git cannot tell their changes apart) and counted under ``dirty``.
+
     Raises:
-        MixedCodeError: a cell mixes commits (a known one with another or with unknown ones) and
-            ``allow_mixed_code`` is False; the message names the cell and its commits.
+        MixedCodeError: a cell mixes commits (a known one with another, a clean one with the same commit
+            modified, or a known one with unknown ones) and ``allow_mixed_code`` is False; the message names the
+            cell and its commits.
     """
     done = _done(runs)
     keys = _row_keys(runs) + ["scheme"]
     commits = (done["code_commit"] if "code_commit" in done else pd.Series([None] * len(done), index=done.index))
     commits = commits.map(lambda c: str(c)[:7] if isinstance(c, str) and c else UNKNOWN)
-    cells = {_cell_name(k): commits.loc[g.index].tolist() for k, g in done.groupby(keys, sort=False, dropna=False)}
+    dirty_flags = (done["code_dirty"].map(lambda d: isinstance(d, (bool, np.bool_)) and bool(d))
+                   if "code_dirty" in done else pd.Series([False] * len(done), index=done.index))
+    # a seed run from a modified tree ran on other code than a clean seed of the same commit: its label differs
+    labels = pd.Series([c + ("+dirty" if c != UNKNOWN and d else "") for c, d in zip(commits, dirty_flags)],
+                       index=done.index, dtype=object)
+    cells = {_cell_name(k): labels.loc[g.index].tolist() for k, g in done.groupby(keys, sort=False, dropna=False)}
     mixed = mixed_code_cells(cells)
     if mixed and not allow_mixed_code:
         cell, cs = next(iter(mixed.items()))
         more = f" (and {len(mixed) - 1} more cell(s))" if len(mixed) > 1 else ""
         raise MixedCodeError(f"cell {cell} pools seeds that ran on different code ({', '.join(cs)}){more}; "
                              f"rerun them on one commit, or pass --allow-mixed-code to pool them anyway")
-    dirty = int(done["code_dirty"].fillna(False).astype(bool).sum()) if "code_dirty" in done else 0
+    dirty = int(dirty_flags.sum())
     return {"commits": commits.value_counts().to_dict(), "mixed": mixed, "dirty": dirty,
             "allowed": bool(allow_mixed_code)}
 
@@ -228,6 +238,8 @@ def rank_table(table: pd.DataFrame) -> pd.DataFrame:
 
 #: the verdicts of :func:`comparison_table`
 HIGHER, LOWER, NOT_SIGNIFICANT, NOT_TESTED = "LCPO higher", "LCPO lower", "not significant", "not tested (1 seed)"
+#: the verdict of a pair whose two cells are each constant over their seeds (Welch's test is undefined)
+NO_VARIANCE = "not tested (no variance)"
 
 
 def _lcpo_schemes(schemes) -> list[str]:
@@ -237,9 +249,11 @@ def _lcpo_schemes(schemes) -> list[str]:
 def comparison_table(runs: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """LCPO against each online baseline in each row: Welch's t-test, Holm-adjusted over the whole family.
 
-    The family is every (row, LCPO scheme, baseline) pair where both cells have at least 2 seeds; a pair with
-    a one-seed cell is listed as not tested. A difference is significant when its Holm-adjusted two-sided
-    p-value is at most ``1 - confidence`` (:func:`lcpo.experiments.stats.welch_test`,
+    The family is every (row, LCPO scheme, baseline) pair where both cells have at least 2 seeds and not both
+    are constant over their seeds; a pair with a one-seed cell is listed as not tested (:data:`NOT_TESTED`), a
+    pair of two constant cells (e.g. every seed of both at a sparse reward's floor) as :data:`NO_VARIANCE`,
+    with ``p`` NaN, and the rest of the report is still written. A difference is significant when its
+    Holm-adjusted two-sided p-value is at most ``1 - confidence`` (:func:`lcpo.experiments.stats.welch_test`,
     :func:`lcpo.experiments.stats.holm`).
 
     Args:
@@ -249,7 +263,8 @@ def comparison_table(runs: pd.DataFrame, confidence: float = 0.95) -> pd.DataFra
     Returns:
         One row per pair: the row keys, ``scheme`` (LCPO), ``baseline``, ``n``, ``n_baseline``, ``mean``,
         ``mean_baseline``, ``diff`` (LCPO minus baseline), ``t``, ``df``, ``p``, ``p_holm``, ``significant``,
-        ``verdict`` (:data:`HIGHER`, :data:`LOWER`, :data:`NOT_SIGNIFICANT` or :data:`NOT_TESTED`).
+        ``verdict`` (:data:`HIGHER`, :data:`LOWER`, :data:`NOT_SIGNIFICANT`, :data:`NOT_TESTED` or
+        :data:`NO_VARIANCE`).
     """
     done = _done(runs)
     keys = _row_keys(runs)
@@ -264,22 +279,26 @@ def comparison_table(runs: pd.DataFrame, confidence: float = 0.95) -> pd.DataFra
                 x, y = vals[lc], vals[b]
                 rec = dict(zip(keys, rkey), scheme=lc, baseline=b, n=x.size, n_baseline=y.size,
                            mean=float(x.mean()), mean_baseline=float(y.mean()), diff=float(x.mean() - y.mean()),
-                           t=np.nan, df=np.nan, p=np.nan)
-                if x.size >= 2 and y.size >= 2:
+                           t=np.nan, df=np.nan, p=np.nan, constant=False)
+                if x.size >= 2 and y.size >= 2 and np.all(x == x[0]) and np.all(y == y[0]):
+                    rec["constant"] = True  # Welch's test is undefined: listed, not tested
+                elif x.size >= 2 and y.size >= 2:
                     w = welch_test(x, y, cell=f"{_cell_name(rkey)}: {lc} vs {b}")
                     rec.update(t=w.t, df=w.df, p=w.p)
                 recs.append(rec)
     cols = keys + ["scheme", "baseline", "n", "n_baseline", "mean", "mean_baseline", "diff", "t", "df", "p",
                    "p_holm", "significant", "verdict"]
-    out = pd.DataFrame(recs, columns=[c for c in cols if c not in ("p_holm", "significant", "verdict")])
+    out = pd.DataFrame(recs, columns=[c for c in cols if c not in ("p_holm", "significant", "verdict")]
+                       + ["constant"])
     out["p_holm"] = np.nan
     tested = out["p"].notna()
     if tested.any():
         out.loc[tested, "p_holm"] = holm(out.loc[tested, "p"].to_numpy())
     alpha = 1.0 - confidence
     out["significant"] = tested & (out["p_holm"] <= alpha)
-    out["verdict"] = np.where(~tested, NOT_TESTED, np.where(~out["significant"], NOT_SIGNIFICANT,
-                                                            np.where(out["diff"] > 0, HIGHER, LOWER)))
+    out["verdict"] = np.where(~tested, np.where(out["constant"].astype(bool), NO_VARIANCE, NOT_TESTED),
+                              np.where(~out["significant"], NOT_SIGNIFICANT,
+                                       np.where(out["diff"] > 0, HIGHER, LOWER)))
     return out[cols]
 
 
@@ -798,7 +817,8 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
             md += ["## LCPO against each baseline", "",
                    (f"Welch's t-test (two-sided) of LCPO's mean against each online baseline's, per row; Holm's "
                     f"step-down correction over the {int(comp['p'].notna().sum())} tested pairs; significant: "
-                    f"Holm p <= {1 - confidence:.2g}. Pairs with a one-seed cell are not tested."), "",
+                    f"Holm p <= {1 - confidence:.2g}. Pairs with a one-seed cell, or whose two cells are each "
+                    f"constant over their seeds, are not tested."), "",
                    _comparison_md(comp), "", "CSV: [comparisons.csv](comparisons.csv)", ""]
         md += [
                "## LCPO's rank among the online agents", "", _lcpo_ranks(ranks), "",

@@ -399,6 +399,10 @@ NOTES: dict[tuple[str, str], str] = {
     ("DDQN", "buffer_size"): "an agent built without a run length keeps 1,000,000. Memory: about 100 bytes per "
                              "transition on windy Pendulum, 2 GB at 20M, also in each checkpoint",
     ("SAC", "buffer_size"): "as DDQN's",
+    ("Continual-learning baselines", "buffer_size"): "EWC's and OGD's (run-length rule, "
+                                                     "`lcpo.agents.run_length`); CLEAR keeps 100,000, BF-DQN and "
+                                                     "PT-DQN 1,000,000 whatever the run's length: they differ from "
+                                                     "'all samples' (none of them is in the study)",
     ("PPO", "rollout_steps"): "the paper's PPO baseline updates as often as A2C and LCPO",
 }
 
