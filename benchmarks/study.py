@@ -305,7 +305,7 @@ def forgetting_lines(folders: list[Path], out: Path, regimes: int, episodes: int
                                 confidence=CONFIDENCE, cache_dir=out / "forgetting_cache") for f in folders]
     merged = dict(studies[0])
     for extra in studies[1:]:
-        for k in ("matrix", "summary"):
+        for k in ("matrix", "summary", "per_run"):
             merged[k] = pd.concat([merged[k], extra[k]], ignore_index=True)
         for k in ("refs", "traces"):
             merged[k] = {**merged[k], **extra[k]}

@@ -259,3 +259,50 @@ def test_one_trace_name_at_two_lengths_is_two_cells_each_with_its_own_references
     (tmp_path / "runs" / "a2c-s0" / "snapshots.npz").unlink()
     assert list(forgetting_study(tmp_path / "runs", regimes=3, episodes=1, episode_steps=10)["refs"]) == [
         "WindyPendulum-v0 my"]
+
+
+def test_forgetting_comparisons_are_welch_tests_with_holm_over_the_table():
+    """Hand-computed: LCPO's final F [1, 2, 3] against A2C's [4, 6, 8]: t = -4 / sqrt(1/3 + 4/3) = -3.0984,
+    Welch df = (5/3)^2 / ((1/3)^2/2 + (4/3)^2/2) = 2.9412; mean F constant on both sides is not tested; BWT
+    [0, 1, 2] against [0, 2, 4] (same t up to scale); Holm over the 2 tested rows doubles the smaller p."""
+    import pandas as pd
+    from scipy import stats as st
+
+    from lcpo.experiments.forgetting import _comparison_lines, forgetting_comparisons
+
+    per = pd.DataFrame({"cell": ["c"] * 7, "scheme": ["lcpo"] * 3 + ["a2c"] * 3 + ["ppo"],
+                        "seed": [0, 1, 2, 0, 1, 2, 0], "final_F": [1.0, 2, 3, 4, 6, 8, 9],
+                        "mean_F": [5.0] * 7, "bwt": [0.0, 1, 2, 0, 2, 4, 1], "final_R": [0.0] * 7})
+    cmp = forgetting_comparisons(per)
+    assert list(cmp["baseline"]) == ["a2c"] * 3  # PPO's single run is not tested
+    f, m, b = (cmp[cmp["measure"] == k].iloc[0] for k in ("final_F", "mean_F", "bwt"))
+    t, df = -4 / np.sqrt(1 / 3 + 4 / 3), (5 / 3) ** 2 / ((1 / 3) ** 2 / 2 + (4 / 3) ** 2 / 2)
+    assert df == pytest.approx(2.9411764705882355)
+    p = 2 * st.t.sf(abs(t), df)
+    assert f["diff"] == -4.0 and f["p"] == pytest.approx(p, rel=1e-12)
+    assert np.isnan(m["p"]) and np.isnan(m["p_holm"])
+    assert b["diff"] == -1.0 and b["p"] == pytest.approx(2 * st.t.sf(1 / np.sqrt(1 / 3 + 4 / 3), df), rel=1e-12)
+    assert f["p"] < b["p"]  # t = -3.10 against -0.77
+    assert f["p_holm"] == pytest.approx(2 * f["p"], rel=1e-12)
+    assert b["p_holm"] == pytest.approx(max(2 * f["p"], b["p"]), rel=1e-12)
+    lines = "\n".join(_comparison_lines(per, 0.95))
+    assert "not tested (no variance)" in lines and "Holm's correction over the 2 tests" in lines
+    with pytest.raises(ValueError, match="unknown forgetting measure 'lost'"):
+        forgetting_comparisons(per, measures=["lost"])
+
+
+def test_forgetting_comparison_verdicts_follow_the_measures_direction():
+    """A significantly lower final F is 'forgets less'; a significantly lower BWT is 'forgets more'."""
+    import pandas as pd
+
+    from lcpo.experiments.forgetting import _comparison_lines
+
+    n = 10
+    per = pd.DataFrame({"cell": ["c"] * 2 * n, "scheme": ["lcpo"] * n + ["a2c"] * n, "seed": list(range(n)) * 2,
+                        "final_F": np.r_[np.linspace(0, 1, n), np.linspace(10, 11, n)],
+                        "mean_F": np.r_[np.linspace(0, 1, n), np.linspace(0.1, 1.1, n)],
+                        "bwt": np.r_[np.linspace(-11, -10, n), np.linspace(0, 1, n)], "final_R": 0.0})
+    rows = [line for line in _comparison_lines(per, 0.95) if line.startswith("| c |")]
+    assert "final F" in rows[0] and "LCPO forgets less" in rows[0]
+    assert "mean F" in rows[1] and "not significant" in rows[1]
+    assert "BWT" in rows[2] and "LCPO forgets more" in rows[2]

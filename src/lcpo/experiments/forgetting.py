@@ -50,7 +50,7 @@ from lcpo.experiments.stats import MeanCI
 
 __all__ = ["ReferenceContexts", "reference_contexts", "run_trace", "evaluate_snapshots", "forgetting_matrix",
            "backward_transfer", "active_regimes", "seed_interval", "forgetting_study", "write_forgetting",
-           "forgetting_section", "append_forgetting_section", "MODES"]
+           "forgetting_section", "forgetting_comparisons", "FORGETTING_MEASURES", "append_forgetting_section", "MODES"]
 
 #: Ways a regime is presented to a snapshot.
 MODES = ("constant", "window")
@@ -474,7 +474,8 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
     Returns:
         ``{"matrix": DataFrame (cell, run, scheme, seed, snapshot, step, regime, active, R, F),
         "summary": DataFrame (cell, scheme, n, final_F, final_F_low, final_F_high, mean_F, ..., bwt, ...,
-        final_R, ...), "refs": {cell: ReferenceContexts}, "traces": {cell: ContextTrace}, "without": [runs
+        final_R, ...), "per_run": DataFrame (cell, scheme, seed, final_F, mean_F, bwt, final_R: one row per run,
+        the values the summary's intervals are taken over), "refs": {cell: ReferenceContexts}, "traces": {cell: ContextTrace}, "without": [runs
         without snapshots], "seconds": float, "evaluations": int (snapshot x regime x episode)}``.
 
     Raises:
@@ -543,7 +544,8 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
         out.append(row)
     cols = ["cell", "scheme", "n"] + [f"{c}{s}" for c in ("final_F", "mean_F", "bwt", "final_R")
                                       for s in ("", "_low", "_high")]
-    return {"matrix": matrix, "summary": pd.DataFrame(out, columns=cols), "refs": cells, "traces": traces,
+    return {"matrix": matrix, "summary": pd.DataFrame(out, columns=cols), "per_run": per, "refs": cells,
+            "traces": traces,
             "without": sorted(without), "seconds": seconds, "evaluations": evaluations,
             "settings": {"regimes": regimes, "mode": mode, "episodes": episodes, "episode_steps": episode_steps,
                          "seed": seed, "rule": rule or "the agent's own", "confidence": confidence}}
@@ -621,6 +623,64 @@ def _fmt_ci(mean: float, low: float, high: float) -> str:
     return f"{mean:.1f} [{low:.1f}, {high:.1f}]"
 
 
+#: the forgetting measures :func:`forgetting_comparisons` tests (per-run columns of ``study["per_run"]``)
+FORGETTING_MEASURES = ("final_F", "mean_F", "bwt")
+
+
+def forgetting_comparisons(per_run: pd.DataFrame, reference: str = "lcpo",
+                           measures: Sequence[str] = FORGETTING_MEASURES) -> pd.DataFrame:
+    """Welch's t-test of ``reference``'s forgetting against every other scheme's, per cell and measure, with
+    Holm's correction over all the tests of the table (family-wise error; Holm 1979, valid under any dependence
+    between the measures).
+
+    Args:
+        per_run: ``study["per_run"]`` of :func:`forgetting_study`: one row per run with ``cell``, ``scheme``,
+            ``seed`` and the measures (float64; F and BWT in return units).
+        reference: the scheme compared with every other (``"lcpo"``).
+        measures: columns to test (``final_F``, ``mean_F``: lower is less forgetting; ``bwt``: higher is less).
+
+    Returns:
+        DataFrame with one row per (cell, baseline, measure) where both sides have at least 2 runs: ``cell``,
+        ``baseline``, ``measure``, ``n_ref``, ``n_base``, ``mean_ref``, ``mean_base``, ``diff`` (reference minus
+        baseline), ``p`` (Welch, two-sided; NaN when both samples are constant: not tested), ``p_holm`` (NaN for
+        the untested rows, which are left out of the family). Empty when nothing can be tested.
+
+    Raises:
+        ValueError: a measure that is not a column of ``per_run`` (named), or non-finite values (from
+            :func:`lcpo.experiments.stats.welch_test`, naming the cell).
+    """
+    import pandas as pd
+
+    from lcpo.experiments.stats import holm, welch_test
+
+    cols = ["cell", "baseline", "measure", "n_ref", "n_base", "mean_ref", "mean_base", "diff", "p", "p_holm"]
+    for m in measures:
+        if m not in per_run.columns:
+            raise ValueError(f"unknown forgetting measure {m!r}; per_run has {list(per_run.columns)}")
+    rows = []
+    for cell, g in per_run.groupby("cell", sort=True):
+        ref = g[g["scheme"] == reference]
+        if len(ref) < 2:
+            continue
+        for base, b in g[g["scheme"] != reference].groupby("scheme", sort=True):
+            if len(b) < 2:
+                continue
+            for m in measures:
+                x, y = ref[m].to_numpy(np.float64), b[m].to_numpy(np.float64)
+                try:
+                    p = welch_test(x, y, cell=f"{cell} {reference} vs {base} {m}").p
+                except ValueError as exc:
+                    if "constant" not in str(exc):
+                        raise
+                    p = float("nan")
+                rows.append([cell, base, m, len(x), len(y), x.mean(), y.mean(), x.mean() - y.mean(), p, np.nan])
+    out = pd.DataFrame(rows, columns=cols)
+    tested = out["p"].notna().to_numpy()
+    if tested.any():
+        out.loc[tested, "p_holm"] = holm(out.loc[tested, "p"].to_numpy())
+    return out
+
+
 def forgetting_section(study: dict, out_dir: str | Path, heading: str = "##") -> list[str]:
     """Write the study's CSVs and heat maps into ``out_dir``; return its Markdown section (lines).
 
@@ -630,8 +690,8 @@ def forgetting_section(study: dict, out_dir: str | Path, heading: str = "##") ->
         heading: Markdown heading level of the section.
 
     Returns:
-        The section's lines (summary table, final ``F_k`` per regime, regime centres, figure links, and a note
-        on runs left out).
+        The section's lines (summary table, LCPO against each baseline (:func:`forgetting_comparisons`), final
+        ``F_k`` per regime, regime centres, figure links, and a note on runs left out).
 
     Files: ``forgetting_matrix.csv`` (every R[t, k] and F[t, k]), ``forgetting_summary.csv`` (per cell and
     scheme), ``forgetting_<cell>.png`` (heat maps above the context trace).
@@ -660,6 +720,7 @@ def forgetting_section(study: dict, out_dir: str | Path, heading: str = "##") ->
             md.append(f"| {r.cell} | {r.scheme} | {r.n} | {_fmt_ci(r.final_F, r.final_F_low, r.final_F_high)} | "
                       f"{_fmt_ci(r.mean_F, r.mean_F_low, r.mean_F_high)} | {_fmt_ci(r.bwt, r.bwt_low, r.bwt_high)}"
                       f" | {_fmt_ci(r.final_R, r.final_R_low, r.final_R_high)} |")
+        md += _comparison_lines(study.get("per_run"), st["confidence"])
         m = study["matrix"]
         last = m[m["snapshot"] == m.groupby("run")["snapshot"].transform("max")]
         md += ["", f"Final F_k per regime (mean over seeds, {pct}% Student-t interval):", "",
@@ -680,6 +741,37 @@ def forgetting_section(study: dict, out_dir: str | Path, heading: str = "##") ->
         md += [f"{len(study['without'])} finished run(s) keep no snapshots (made before issue 27, an agent "
                "without a single acting network, or an environment without a context trace) and are left out.",
                ""]
+    return md
+
+
+_MEASURE_TEXT = {"final_F": ("final F", "lower"), "mean_F": ("mean F", "lower"), "bwt": ("BWT", "higher")}
+
+
+def _comparison_lines(per_run, confidence: float) -> list[str]:
+    """The Markdown table of :func:`forgetting_comparisons` (LCPO against each baseline), or nothing."""
+    if per_run is None or per_run.empty:
+        return []
+    cmp = forgetting_comparisons(per_run)
+    if cmp.empty:
+        return []
+    alpha = 1.0 - confidence
+    md = ["", f"LCPO against each baseline (Welch's t-test over seeds, two-sided; Holm's correction over the "
+              f"{int(cmp['p'].notna().sum())} tests of this table, family-wise error {alpha:g}). Less forgetting is "
+              "a lower F and a higher BWT:", "",
+          "| cell | baseline | measure | LCPO | baseline | difference | Welch p / Holm p |", "|---|---|---|---|---|---|---|"]
+    for r in cmp.itertuples():
+        name, better = _MEASURE_TEXT.get(r.measure, (r.measure, "lower"))
+        if not np.isfinite(r.p):
+            verdict = "not tested (no variance)"
+        else:
+            verdict = f"{r.p:.3g} / {r.p_holm:.3g}"
+            if r.p_holm <= alpha:
+                less = (r.diff < 0) == (better == "lower")
+                verdict += ": **LCPO forgets less**" if less else ": **LCPO forgets more**"
+            else:
+                verdict += ": not significant"
+        md.append(f"| {r.cell} | {r.baseline} | {name} | {r.mean_ref:.1f} | {r.mean_base:.1f} | {r.diff:+.1f} | "
+                  f"{verdict} |")
     return md
 
 
