@@ -260,12 +260,16 @@ class BatchOnPolicyAgent(Agent):
         """
         n = self.n_seeds
         has = getattr(infos, "has", None)  # VectorStream's StepInfos: the N dicts are built only when needed
-        per_seed_info = has is None or has("gamma") or has("forced")
-        if n == 1 and len(infos) == 1 and np.shape(next_obs) == (1, self.obs_dim) and np.size(rewards) == 1:
+        if n == 1 and len(infos) == 1:
             # one seed: the single agent's scalar path (the same values stored, without the (1, ...) arrays)
-            return [self._observe_one(np.asarray(obs)[0], np.asarray(actions)[0], np.asarray(rewards).item(),
-                                      np.asarray(next_obs)[0], bool(np.asarray(terminated).item()),
-                                      bool(np.asarray(truncated).item()), infos[0] if per_seed_info else None)]
+            nxt = next_obs if type(next_obs) is np.ndarray else np.asarray(next_obs)
+            rew = rewards if type(rewards) is np.ndarray else np.asarray(rewards)
+            if nxt.shape == (1, self.obs_dim) and rew.size == 1:
+                info = infos[0] if has is None or has("gamma") or has("forced") else None
+                return [self._observe_one(np.asarray(obs)[0], np.asarray(actions)[0], rew.item(), nxt[0],
+                                          bool(np.asarray(terminated).item()), bool(np.asarray(truncated).item()),
+                                          info)]
+        per_seed_info = has is None or has("gamma") or has("forced")
         rewards = np.asarray(rewards, dtype=np.float64).reshape(-1)
         next_obs = np.asarray(next_obs, dtype=np.float32)
         if rewards.shape != (n,) or next_obs.shape != (n, self.obs_dim) or len(infos) != n:

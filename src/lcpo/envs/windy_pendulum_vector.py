@@ -168,7 +168,10 @@ class WindyPendulumVectorEnv(VectorEnv):
         ((2, 9), dtype('float64'), (2, 2))
     """
 
-    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP, "reset_mask": True}
+    #: ``fresh_arrays``: every array ``step`` returns (observations, rewards, flags, the info dict and its arrays)
+    #: is new and never touched by the env again, so :class:`lcpo.envs.vector.VectorStream` need not copy them
+    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP, "reset_mask": True,
+                "fresh_arrays": True}
 
     def __init__(self, num_envs: int | None = None, env_kwargs: Sequence[dict] | None = None, *,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
