@@ -110,6 +110,7 @@ class BatchOnPolicyAgent(Agent):
         self._noise_len = np.zeros(n, dtype=np.int64)
         self._noise_i = np.zeros(n, dtype=np.int64)
         self._rows = np.arange(n)
+        self._obs_shape = (n, self.obs_dim)  # what act_batch takes
         self.seed_updates = np.zeros(n, dtype=np.int64)
         self.seed_steps = np.zeros(n, dtype=np.int64)
         # observe_batch's per-step discounts and policy masks where no info overrides them (read only)
@@ -211,7 +212,7 @@ class BatchOnPolicyAgent(Agent):
             ValueError: if ``obs`` is not ``(N, obs_dim)``.
         """
         obs = np.asarray(obs, dtype=np.float32)
-        if obs.shape != (self.n_seeds, self.obs_dim):
+        if obs.shape != self._obs_shape:
             raise ValueError(f"obs must have shape ({self.n_seeds}, {self.obs_dim}), got {obs.shape}")
         acting = self._acting
         if deterministic:

@@ -206,6 +206,13 @@ def _takes_reset_mask(venv: VectorEnv, mode: AutoresetMode) -> bool:
             or bool(venv.metadata.get("reset_mask", False)))
 
 
+def _flat(values, dtype, n: int) -> np.ndarray:
+    """``values`` as an ``(n,)`` array of ``dtype``, without a copy where it already is one."""
+    if type(values) is np.ndarray and values.dtype == dtype and values.shape == (n,):
+        return values
+    return np.asarray(values, dtype=dtype).reshape(n)
+
+
 def _copy_infos(infos: dict) -> dict:
     """A copy of Gymnasium's batched info dict whose arrays the vector env can no longer mutate."""
     return {k: _copy_infos(v) if isinstance(v, dict) else (v.copy() if isinstance(v, np.ndarray) else v)
@@ -413,10 +420,10 @@ class VectorStream:
         self._last_actions = actions
         n = self.num_envs
         if self._fresh:  # new arrays of this step (metadata["fresh_arrays"]): converted only where needed
-            term = np.asarray(term, dtype=bool).reshape(n)
-            trunc = np.asarray(trunc, dtype=bool).reshape(n)
-            rew = np.asarray(rew, dtype=np.float64).reshape(n)
-            next_obs = np.asarray(obs, dtype=np.float32).reshape(n, -1)
+            term, trunc = _flat(term, bool, n), _flat(trunc, bool, n)
+            rew = _flat(rew, np.float64, n)
+            ok = type(obs) is np.ndarray and obs.dtype == np.float32 and obs.ndim == 2 and obs.shape[0] == n
+            next_obs = obs if ok else np.asarray(obs, dtype=np.float32).reshape(n, -1)
         else:
             term = np.array(term, dtype=bool, copy=True).reshape(n)
             trunc = np.array(trunc, dtype=bool, copy=True).reshape(n)
