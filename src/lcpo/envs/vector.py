@@ -310,7 +310,9 @@ class VectorStream:
 
     Args:
         venv: a :class:`gymnasium.vector.VectorEnv` (from :func:`make_vector_env` or the user's own) with a
-            ``metadata["autoreset_mode"]`` (missing = ``NEXT_STEP``, Gymnasium's default).
+            ``metadata["autoreset_mode"]`` (missing = ``NEXT_STEP``, Gymnasium's default). An unwrapped one that
+            declares ``metadata["fresh_arrays"] = True`` (every ``step`` returns new arrays and a new info dict it
+            never touches again, as lcpo's native windy Pendulum) is read without the defensive copies.
 
     Attributes:
         num_envs: N.
