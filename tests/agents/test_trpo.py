@@ -19,10 +19,10 @@ def _one_thread():
         yield
 
 
-def _filled(max_kl, seed=0, n=800):
+def _filled(max_kl, seed=0, n=800, **overrides):
     """A TRPO agent whose rollout holds n-1 real windy-Pendulum transitions with noisy rewards."""
     env = gym.make("lcpo/WindyPendulum-v0", trace="wind-2")
-    agent = TRPO(env, seed=seed, rollout_steps=n, max_kl=max_kl)
+    agent = TRPO(env, seed=seed, rollout_steps=n, max_kl=max_kl, **overrides)
     obs, _ = env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     while agent.rollout.ptr < n - 1:
@@ -74,3 +74,29 @@ def test_trpo_defaults_are_table_11():
     assert (hp.rollout_steps, hp.max_kl, hp.damping, hp.gamma, hp.gae_lambda) == (3200, 0.01, 0.1, 0.99, 0.9)
     with pytest.raises(ValueError, match="max_kl must be positive"):
         TRPO(gym.make("lcpo/WindyPendulum-v0", trace="zero"), max_kl=0.0)
+
+
+@pytest.mark.parametrize("accept", ["accepted", "restored"])
+def test_trpo_entropy_diagnostic_is_the_policy_after_the_step(accept, monkeypatch):
+    """The update's ``train/entropy`` is the entropy of the policy after the step on the batch: read from the line
+    search's last forward pass when that pass was at the final parameters, evaluated anew when a seed that never
+    accepted was restored after it (forced here by an acceptance ratio of 1 and a single candidate; the test checks
+    that the step was rejected)."""
+    from lcpo.agents import trpo as trpo_mod
+
+    calls = []
+    real = trpo_mod._same_bits
+    monkeypatch.setattr(trpo_mod, "_same_bits", lambda a, b: calls.append(real(a, b)) or calls[-1])
+    agent, obs = _filled(0.01, **({} if accept == "accepted" else {"accept_ratio": 1.0, "max_backtracks": 1}))
+    batch_obs = torch.from_numpy(agent.rollout.obs[: agent.rollout.ptr].copy())
+    before = flat_params(agent.actor).clone()
+    a = agent.act(obs)
+    nobs, r, te, tr, info = agent.env.step(a)
+    diag = agent.observe(Transition(obs, a, float(r), nobs, bool(te), bool(tr), info))
+    assert diag is not None and calls == [accept == "accepted"]
+    moved = not torch.equal(flat_params(agent.actor), before)
+    assert moved == (accept == "accepted") == bool(diag["train/line_search_ok"])
+    full = torch.cat([batch_obs, torch.from_numpy(np.asarray(obs, np.float32))[None]])
+    with torch.no_grad():
+        want = CategoricalPolicy.entropy_of(agent.actor.log_probs(full)).mean().item()
+    assert diag["train/entropy"] == pytest.approx(want, rel=1e-6)

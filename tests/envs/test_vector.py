@@ -572,3 +572,30 @@ def test_stream_requires_reset_where_after_an_end_and_copies_observations():
     with pytest.raises(ValueError, match=r"\(3,\) bool array"):
         stream.reset_where(np.array([1, 0, 0]))
     assert obs.dtype == np.float32
+
+
+def test_stream_takes_a_fresh_arrays_env_without_copies_but_copies_it_wrapped():
+    """An unwrapped vector env declaring ``metadata["fresh_arrays"]`` (the native windy Pendulum) is taken without
+    the defensive copies, and the caller still gets arrays that alias nothing the stream or env keeps; the same
+    env behind a wrapper (which could reuse its own buffers) is copied as any other."""
+    from gymnasium.vector import VectorWrapper
+
+    venv = WindyPendulumVectorEnv(env_kwargs=[{"trace": "wind-3"}] * 2, autoreset_mode=AutoresetMode.DISABLED)
+    assert venv.metadata["fresh_arrays"] is True
+    stream = VectorStream(venv)
+    assert stream._fresh
+    stream.reset([0, 1])
+    nxt, rew, term, trunc, infos = stream.step(np.array([[3], [9]]))
+    assert not np.shares_memory(nxt, stream.obs) and not np.shares_memory(nxt, venv._obs)
+    ctx = infos.batched("context")
+    assert ctx.shape == (2, 2) and not np.shares_memory(ctx, venv._hist)
+    nxt[:] = 7.0  # the caller's copy: the stream's current observation is untouched
+    assert not (stream.obs == 7.0).all()
+    wrapped = VectorStream(VectorWrapper(WindyPendulumVectorEnv(env_kwargs=[{"trace": "wind-3"}] * 2,
+                                                                autoreset_mode=AutoresetMode.DISABLED)))
+    assert not wrapped._fresh
+    wrapped.reset([0, 1])
+    w_nxt, w_rew, _, _, w_infos = wrapped.step(np.array([[3], [9]]))
+    np.testing.assert_array_equal(w_nxt, stream.obs)  # the same transition either way
+    np.testing.assert_array_equal(w_rew, rew)
+    np.testing.assert_array_equal(w_infos.batched("context"), ctx)

@@ -110,8 +110,13 @@ class BatchOnPolicyAgent(Agent):
         self._noise_len = np.zeros(n, dtype=np.int64)
         self._noise_i = np.zeros(n, dtype=np.int64)
         self._rows = np.arange(n)
+        self._obs_shape = (n, self.obs_dim)  # what act_batch takes
         self.seed_updates = np.zeros(n, dtype=np.int64)
         self.seed_steps = np.zeros(n, dtype=np.int64)
+        # observe_batch's per-step discounts and policy masks where no info overrides them (read only)
+        self._default_gammas = np.full(n, hp.gamma, dtype=np.float64)
+        self._default_masks = np.ones(n, dtype=bool)
+        self._default_gammas.flags.writeable = self._default_masks.flags.writeable = False
 
     @classmethod
     def population(cls, env: gym.Env, seeds: Sequence[int], **overrides) -> "BatchOnPolicyAgent":
@@ -207,7 +212,7 @@ class BatchOnPolicyAgent(Agent):
             ValueError: if ``obs`` is not ``(N, obs_dim)``.
         """
         obs = np.asarray(obs, dtype=np.float32)
-        if obs.shape != (self.n_seeds, self.obs_dim):
+        if obs.shape != self._obs_shape:
             raise ValueError(f"obs must have shape ({self.n_seeds}, {self.obs_dim}), got {obs.shape}")
         acting = self._acting
         if deterministic:
@@ -260,37 +265,44 @@ class BatchOnPolicyAgent(Agent):
         """
         n = self.n_seeds
         has = getattr(infos, "has", None)  # VectorStream's StepInfos: the N dicts are built only when needed
-        per_seed_info = has is None or has("gamma") or has("forced")
-        if n == 1 and len(infos) == 1 and np.shape(next_obs) == (1, self.obs_dim) and np.size(rewards) == 1:
+        if n == 1 and len(infos) == 1:
             # one seed: the single agent's scalar path (the same values stored, without the (1, ...) arrays)
-            return [self._observe_one(np.asarray(obs)[0], np.asarray(actions)[0], np.asarray(rewards).item(),
-                                      np.asarray(next_obs)[0], bool(np.asarray(terminated).item()),
-                                      bool(np.asarray(truncated).item()), infos[0] if per_seed_info else None)]
+            nxt = next_obs if type(next_obs) is np.ndarray else np.asarray(next_obs)
+            rew = rewards if type(rewards) is np.ndarray else np.asarray(rewards)
+            if nxt.shape == (1, self.obs_dim) and rew.size == 1:
+                info = infos[0] if has is None or has("gamma") or has("forced") else None
+                return [self._observe_one(np.asarray(obs)[0], np.asarray(actions)[0], rew.item(), nxt[0],
+                                          bool(np.asarray(terminated).item()), bool(np.asarray(truncated).item()),
+                                          info)]
+        per_seed_info = has is None or has("gamma") or has("forced")
         rewards = np.asarray(rewards, dtype=np.float64).reshape(-1)
         next_obs = np.asarray(next_obs, dtype=np.float32)
         if rewards.shape != (n,) or next_obs.shape != (n, self.obs_dim) or len(infos) != n:
             raise ValueError(f"observe_batch needs {n} rewards, next_obs ({n}, {self.obs_dim}) and {n} infos; got "
                              f"{rewards.shape}, {next_obs.shape}, {len(infos)}")
-        if not (np.abs(rewards) <= F32_MAX).all():  # NaN, inf, or beyond float32 (lcpo.numerics.finite)
+        # (count_nonzero: a fraction of the cost of ndarray.all()/any() at these sizes)
+        if np.count_nonzero(np.abs(rewards) <= F32_MAX) != n:  # NaN, inf, or beyond float32 (lcpo.numerics.finite)
             k = int(np.flatnonzero(~(np.abs(rewards) <= F32_MAX))[0])
             raise reward_error(float(rewards[k]), f"at agent step {int(self.seed_steps[k])}" + self._which(k))
-        if not np.isfinite(next_obs).all():
+        if np.count_nonzero(np.isfinite(next_obs)) != next_obs.size:
             k = int(np.flatnonzero(~np.isfinite(next_obs).all(axis=1))[0])
             raise ValueError(f"non-finite next_obs {next_obs[k].tolist()} at agent step {int(self.seed_steps[k])}"
                              + self._which(k))
         gamma = self.hp.gamma
-        gammas = np.full(n, gamma, dtype=np.float64)
-        masks = np.ones(n, dtype=bool)
         if per_seed_info:
+            gammas = np.full(n, gamma, dtype=np.float64)
+            masks = np.ones(n, dtype=bool)
             for k, info in enumerate(infos):
                 if info:
                     gammas[k] = info.get("gamma", gamma)
                     masks[k] = not info.get("forced", False)
+        else:  # every seed the default discount and no forced action: constant arrays (add_batch copies them)
+            gammas, masks = self._default_gammas, self._default_masks
         actions = np.asarray(actions).reshape(n, self.action_dims)
         self.rollouts.add_batch(obs, actions, rewards, next_obs, terminated, truncated, gammas, masks)
         self.seed_steps += 1
         full = self.rollouts.full
-        if full.any():
+        if np.count_nonzero(full):
             return self._update_full(np.flatnonzero(full))
         return [None] * n
 

@@ -70,6 +70,15 @@ class TRPOHyperparameters(OnPolicyHyperparameters):
     critic_epochs: int = 1
 
 
+def _same_bits(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    """True if the contiguous tensors of ``a`` and ``b`` are equal bit for bit (``-0.0`` differs from ``0.0``, a NaN
+    equals the same NaN): same shapes, dtypes and bytes."""
+    return len(a) == len(b) and all(
+        x.shape == y.shape and x.dtype == y.dtype and torch.equal(x.contiguous().view(torch.uint8),
+                                                                  y.contiguous().view(torch.uint8))
+        for x, y in zip(a, b))
+
+
 class TRPO(BatchOnPolicyAgent):
     """Online single-path TRPO with a product-of-categoricals actor (see module docstring).
 
@@ -135,6 +144,7 @@ class TRPO(BatchOnPolicyAgent):
 
         def surrogate() -> torch.Tensor:
             last["logp_all"] = self.actors.log_probs(obs, sel)  # read by kl_batch, called next at these parameters
+            last["params"] = self._actor_rows(sel)  # where it was evaluated (the entropy below may reuse it)
             return surrogate_of(last["logp_all"])
 
         def kl_batch() -> torch.Tensor:
@@ -146,7 +156,11 @@ class TRPO(BatchOnPolicyAgent):
                                                list(obs), make_fvp, hp.damping, hp.cg_iters, hp.max_backtracks,
                                                hp.accept_ratio)
         with torch.no_grad():
-            entropy = CategoricalPolicy.entropy_of(self.actors.log_probs(obs, sel)).mean(dim=1).tolist()
+            # the line search's last forward pass is at the final parameters unless a seed that never accepted was
+            # restored after it: then the policy after the step is evaluated anew (the same values either way)
+            reuse = "params" in last and _same_bits(last["params"], self._actor_rows(sel))
+            logp_new = last["logp_all"] if reuse else self.actors.log_probs(obs, sel)
+            entropy = CategoricalPolicy.entropy_of(logp_new).mean(dim=1).tolist()
         diags = []
         for j, (k, res, lv) in enumerate(zip(seeds, results, loss.detach().tolist())):
             self.seed_accepted_steps[k] += int(res.accepted)
@@ -158,6 +172,11 @@ class TRPO(BatchOnPolicyAgent):
                           "train/improvement": res.improvement, "train/entropy": float(entropy[j]),
                           "train/skipped_update": float(res.skipped)})
         return diags
+
+    def _actor_rows(self, sel) -> list[torch.Tensor]:
+        """Copies of the stacked actor parameters of the seed rows ``sel`` (None: all), ``(n, *shape)`` each."""
+        with torch.no_grad():
+            return [p.detach().clone() if sel is None else p.detach()[sel] for p in self.actors.params]
 
     def seed_state_dict(self, k: int) -> dict:
         """Seed slot ``k``'s state in the single TRPO agent's format (the on-policy state plus the accepted-step

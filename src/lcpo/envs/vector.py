@@ -206,6 +206,13 @@ def _takes_reset_mask(venv: VectorEnv, mode: AutoresetMode) -> bool:
             or bool(venv.metadata.get("reset_mask", False)))
 
 
+def _flat(values, dtype, n: int) -> np.ndarray:
+    """``values`` as an ``(n,)`` array of ``dtype``, without a copy where it already is one."""
+    if type(values) is np.ndarray and values.dtype == dtype and values.shape == (n,):
+        return values
+    return np.asarray(values, dtype=dtype).reshape(n)
+
+
 def _copy_infos(infos: dict) -> dict:
     """A copy of Gymnasium's batched info dict whose arrays the vector env can no longer mutate."""
     return {k: _copy_infos(v) if isinstance(v, dict) else (v.copy() if isinstance(v, np.ndarray) else v)
@@ -240,8 +247,8 @@ class StepInfos(Sequence):
 
     def __init__(self, infos: dict, n: int, overrides: dict[int, dict] | None = None):
         self._infos, self._n = infos, n
-        self._overrides = dict(overrides or {})
-        self._cache: dict[int, dict] = dict(self._overrides)
+        self._overrides = dict(overrides) if overrides else {}
+        self._cache: dict[int, dict] = dict(self._overrides) if overrides else {}
 
     def __len__(self) -> int:
         return self._n
@@ -260,9 +267,12 @@ class StepInfos(Sequence):
 
     def has(self, key: str) -> bool:
         """True if some sub-env's info has the top-level ``key`` (without building the N dicts)."""
-        mask = self._infos.get(f"_{key}")
-        return ((key in self._infos and (mask is None or bool(np.any(mask))))
-                or any(key in info for info in self._overrides.values()))
+        infos = self._infos
+        if key in infos:  # (count_nonzero: a fraction of ndarray.any()'s cost on the few-element masks here)
+            mask = infos.get("_" + key)
+            if mask is None or np.count_nonzero(mask):
+                return True
+        return bool(self._overrides) and any(key in info for info in self._overrides.values())
 
     def batched(self, key: str) -> np.ndarray:
         """``(N, ...)`` array of ``key`` over the sub-envs (the final info's value where a SAME_STEP sub-env
@@ -271,8 +281,9 @@ class StepInfos(Sequence):
         Raises:
             KeyError: a key that some sub-env's info lacks.
         """
-        value, mask = self._infos.get(key), self._infos.get(f"_{key}")
-        if not isinstance(value, np.ndarray) or value.dtype == object or (mask is not None and not mask.all()):
+        value, mask = self._infos.get(key), self._infos.get("_" + key)
+        if not isinstance(value, np.ndarray) or value.dtype.kind == "O" or (
+                mask is not None and np.count_nonzero(mask) != mask.size):
             return np.stack([np.asarray(self[i][key]) for i in range(self._n)])  # KeyError names the key
         if not self._overrides:
             return value
@@ -299,7 +310,9 @@ class VectorStream:
 
     Args:
         venv: a :class:`gymnasium.vector.VectorEnv` (from :func:`make_vector_env` or the user's own) with a
-            ``metadata["autoreset_mode"]`` (missing = ``NEXT_STEP``, Gymnasium's default).
+            ``metadata["autoreset_mode"]`` (missing = ``NEXT_STEP``, Gymnasium's default). An unwrapped one that
+            declares ``metadata["fresh_arrays"] = True`` (every ``step`` returns new arrays and a new info dict it
+            never touches again, as lcpo's native windy Pendulum) is read without the defensive copies.
 
     Attributes:
         num_envs: N.
@@ -330,6 +343,10 @@ class VectorStream:
         self.single_action_space = venv.single_action_space
         self.mode = _mode_of(venv)
         self._mask_ok = _takes_reset_mask(venv, self.mode)
+        # an unwrapped vector env that declares metadata["fresh_arrays"] (lcpo's native ones) returns new arrays
+        # from every step: they are taken without the copies that guard against an env reusing its buffers
+        # (a wrapper around it could reuse its own, so a wrapped env is copied whatever it declares)
+        self._fresh = venv is venv.unwrapped and bool(venv.metadata.get("fresh_arrays", False))
         n = self.num_envs
         self.obs: np.ndarray | None = None
         self._ended = np.zeros(n, dtype=bool)         # episode ended, awaiting reset_where
@@ -398,19 +415,26 @@ class VectorStream:
         """
         if self.obs is None:
             raise RuntimeError("VectorStream.step before reset(seeds)")
-        if self._ended.any():
+        if np.count_nonzero(self._ended):  # (a fraction of ndarray.any()'s cost at small N)
             raise RuntimeError(f"sub-environments {np.flatnonzero(self._ended).tolist()} ended their episode; call "
                                "reset_where(mask) before the next step (no transition crosses a reset)")
         obs, rew, term, trunc, infos = self.venv.step(actions)
         self._last_actions = actions
-        term = np.array(term, dtype=bool, copy=True).reshape(self.num_envs)
-        trunc = np.array(trunc, dtype=bool, copy=True).reshape(self.num_envs)
-        rew = np.array(rew, dtype=np.float64, copy=True).reshape(self.num_envs)
+        n = self.num_envs
+        if self._fresh:  # new arrays of this step (metadata["fresh_arrays"]): converted only where needed
+            term, trunc = _flat(term, bool, n), _flat(trunc, bool, n)
+            rew = _flat(rew, np.float64, n)
+            ok = type(obs) is np.ndarray and obs.dtype == np.float32 and obs.ndim == 2 and obs.shape[0] == n
+            next_obs = obs if ok else np.asarray(obs, dtype=np.float32).reshape(n, -1)
+        else:
+            term = np.array(term, dtype=bool, copy=True).reshape(n)
+            trunc = np.array(trunc, dtype=bool, copy=True).reshape(n)
+            rew = np.array(rew, dtype=np.float64, copy=True).reshape(n)
+            next_obs = self._as_obs(obs)
+            infos = _copy_infos(infos)
         ended = term | trunc
-        next_obs = self._as_obs(obs)
-        infos = _copy_infos(infos)
         overrides: dict[int, dict] = {}
-        if self.mode is AutoresetMode.SAME_STEP and ended.any():
+        if self.mode is AutoresetMode.SAME_STEP and np.count_nonzero(ended):
             self._autoreset_obs = next_obs.copy() if self._autoreset_obs is None else self._autoreset_obs
             final = infos.get("final_obs")
             final_info = infos.get("final_info")

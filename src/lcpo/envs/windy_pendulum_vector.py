@@ -168,7 +168,10 @@ class WindyPendulumVectorEnv(VectorEnv):
         ((2, 9), dtype('float64'), (2, 2))
     """
 
-    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP, "reset_mask": True}
+    #: ``fresh_arrays``: every array ``step`` returns (observations, rewards, flags, the info dict and its arrays)
+    #: is new and never touched by the env again, so :class:`lcpo.envs.vector.VectorStream` need not copy them
+    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP, "reset_mask": True,
+                "fresh_arrays": True}
 
     def __init__(self, num_envs: int | None = None, env_kwargs: Sequence[dict] | None = None, *,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
@@ -248,6 +251,7 @@ class WindyPendulumVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, n)
         self._all = np.arange(n, dtype=np.int64)
         self._ones = np.ones(n, dtype=bool)
+        self._action_shapes = ((n, 1), (n,))  # the shapes step accepts
         self._autoreset = np.zeros(n, dtype=bool)  # NEXT_STEP: reset at the next step instead of stepping
         self.device = None
         self._dev: dict | None = None  # the torch backend's device tensors
@@ -405,7 +409,7 @@ class WindyPendulumVectorEnv(VectorEnv):
         """
         n = self.num_envs
         acts = np.asarray(actions)
-        if acts.shape not in ((n, 1), (n,)):
+        if acts.shape not in self._action_shapes:
             raise ValueError(f"actions must have shape ({n}, 1) (bin indices), got {acts.shape}")
         if acts.dtype.kind not in "iu":
             if acts.dtype.kind == "f" and np.array_equal(acts, np.floor(acts)):

@@ -122,7 +122,21 @@ class SeedRollout:
             self.policy_mask[0, p] = policy_mask[0]
             i[0] = p + 1
             return
-        if (i >= self.size).any():
+        p = int(i[0])
+        if not np.count_nonzero(i != p):  # the seeds in lockstep (the usual case): basic indexing, one slot
+            if p >= self.size:
+                raise OverflowError("rollout of seed slot 0 is full; reset it first")
+            self.obs[:, p] = obs
+            self.actions[:, p] = actions
+            self.rewards[:, p] = rewards
+            self.next_obs[:, p] = next_obs
+            self.terminated[:, p] = terminated
+            self.truncated[:, p] = truncated
+            self.gammas[:, p] = gammas
+            self.policy_mask[:, p] = policy_mask
+            i += 1
+            return
+        if np.count_nonzero(i >= self.size):
             raise OverflowError(f"rollout of seed slot {int(np.argmax(i >= self.size))} is full; reset it first")
         r = self._rows
         self.obs[r, i] = obs

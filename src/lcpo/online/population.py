@@ -247,35 +247,46 @@ class PopulationLoop:
         self.never = np.array([isinstance(c, NeverReset) for c in self.conds])
         # conditions that can force a reset (ResetOnEnd and NeverReset never do)
         self._counted = [k for k, c in enumerate(self.conds) if not isinstance(c, (ResetOnEnd, NeverReset))]
+        hooks = [getattr(c, "on_reset", None) for c in self.conds]
+        self._reset_hooks = hooks if any(h is not None for h in hooks) else None
         self.segment_steps = int(segment_steps)
         self.on_episode, self.on_update = on_episode, on_update
         self.steps = 0
         self.episodes: list[list[tuple]] = [[] for _ in range(self.n)]
         self.obs: np.ndarray | None = None
         self._ep_return = np.zeros(self.n)
-        self._ep_length = np.zeros(self.n, dtype=np.int64)
+        # the step at which each seed's running episode (or 200-step window) began: its length is
+        # steps - _ep_start, so no per-step counter update
+        self._ep_start = np.zeros(self.n, dtype=np.int64)
         self._ctx_sum: np.ndarray | None = None  # (N, c) float64, valid where _has_ctx
         self._has_ctx = np.zeros(self.n, dtype=bool)
         self._ctx_all = False  # _has_ctx.all(), kept as a Python bool (read every step)
 
     def _after_reset(self, mask: np.ndarray) -> None:
         self._ep_return[mask] = 0.0
-        self._ep_length[mask] = 0
+        self._ep_start[mask] = self.steps
         self._has_ctx[mask] = False
-        self._ctx_all = self._ctx_all and not mask.any()
-        for k in np.flatnonzero(mask):
-            hook = getattr(self.conds[k], "on_reset", None)
-            if hook is not None:
-                hook()
+        self._ctx_all = self._ctx_all and not np.count_nonzero(mask)
+        if self._reset_hooks:
+            for k in np.flatnonzero(mask):
+                hook = self._reset_hooks[k]
+                if hook is not None:
+                    hook()
 
     def _add_context(self, infos) -> None:
         arr = None
         batched = getattr(infos, "batched", None)  # VectorStream's StepInfos: the (N, c) array without N dicts
         if batched is not None:
             try:
-                arr = np.asarray(batched("context"), dtype=np.float64).reshape(self.n, -1)
+                arr = batched("context")
             except KeyError:
                 arr = None
+            else:
+                if type(arr) is not np.ndarray or arr.dtype.char != "d" or arr.ndim != 2 or arr.shape[0] != self.n:
+                    arr = np.asarray(arr, dtype=np.float64).reshape(self.n, -1)
+                if self._ctx_all and self._ctx_sum.shape == arr.shape:  # every seed mid-episode: one add
+                    self._ctx_sum += arr
+                    return
         if arr is None:
             ctx = [i.get("context") if i else None for i in infos]
             if all(c is not None for c in ctx):
@@ -317,7 +328,7 @@ class PopulationLoop:
                              "--env-arg time_limit=null)") from None
 
     def _record(self, k: int) -> None:
-        n = int(self._ep_length[k])
+        n = self.steps - int(self._ep_start[k])
         ctx = () if not self._has_ctx[k] else tuple(float(c) for c in self._ctx_sum[k] / n)
         row = (len(self.episodes[k]), self.steps, float(self._ep_return[k]), n) + ctx
         self.episodes[k].append(row)
@@ -347,7 +358,7 @@ class PopulationLoop:
             truncated = np.array(truncated, dtype=bool) if mutates else np.asarray(truncated, dtype=bool)
             if any_never:
                 carry_on = self.never & truncated & ~terminated
-                if carry_on.any():  # the environment's own time limit: a continuing stream goes on
+                if np.count_nonzero(carry_on):  # the environment's own time limit: a continuing stream goes on
                     self._carry_on(carry_on)
                 truncated[self.never] = False
             for k in self._counted:
@@ -357,7 +368,6 @@ class PopulationLoop:
                         truncated[k] = True
             self.steps += 1
             self._ep_return += rewards
-            self._ep_length += 1
             self._add_context(infos)
             diags = agents.observe_batch(obs, actions, rewards, next_obs, terminated, truncated, infos)
             if self.on_update is not None:
@@ -365,7 +375,7 @@ class PopulationLoop:
                     if d:
                         self.on_update(k, self.steps, d)
             done = terminated | truncated
-            if done.any():
+            if np.count_nonzero(done):  # (count_nonzero: a fraction of ndarray.any()'s cost at small N)
                 for k in np.flatnonzero(done):
                     self._record(k)
                 self.obs = stream.reset_where(done)
@@ -375,12 +385,12 @@ class PopulationLoop:
                 self.obs = next_obs
             if not any_never:
                 continue
-            window = self.never & ~done & (self._ep_length >= self.segment_steps)
-            if window.any():
+            window = self.never & ~done & (self._ep_start <= self.steps - self.segment_steps)
+            if np.count_nonzero(window):
                 for k in np.flatnonzero(window):
                     self._record(k)
                 self._ep_return[window] = 0.0
-                self._ep_length[window] = 0
+                self._ep_start[window] = self.steps
                 self._has_ctx[window] = False
                 self._ctx_all = False
 
@@ -391,7 +401,7 @@ class PopulationLoop:
         env_states = self.stream.get_state()
         return [{
             "steps": self.steps, "obs": None if self.obs is None else np.array(self.obs[k], copy=True),
-            "ep_return": float(self._ep_return[k]), "ep_length": int(self._ep_length[k]),
+            "ep_return": float(self._ep_return[k]), "ep_length": self.steps - int(self._ep_start[k]),
             "ctx_sum": self._ctx_sum[k].copy() if self._has_ctx[k] else None,
             "episodes": [list(r) for r in self.episodes[k]],
             "reset_count": getattr(self.conds[k], "_count", 0),
@@ -420,7 +430,7 @@ class PopulationLoop:
         self.steps = steps.pop()
         self.obs = np.stack([np.asarray(s["obs"]) for s in states])
         self._ep_return = np.array([float(s["ep_return"]) for s in states])
-        self._ep_length = np.array([int(s["ep_length"]) for s in states], dtype=np.int64)
+        self._ep_start = self.steps - np.array([int(s["ep_length"]) for s in states], dtype=np.int64)
         self._has_ctx = np.array([s["ctx_sum"] is not None for s in states])
         self._ctx_all = bool(self._has_ctx.all())
         if self._has_ctx.any():
