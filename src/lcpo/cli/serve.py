@@ -137,7 +137,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                       learn=args.learn, keep_log=args.keep_log, max_body=args.max_body, max_streams=args.max_streams,
                       max_outstanding=args.max_outstanding, token=token, learner_nice=args.learner_nice)
     sys.setswitchinterval(args.switch_interval)  # other threads yield the GIL to the acting path
-    server = Server(cfg)
+    try:
+        server = Server(cfg)
+    except KeyboardInterrupt:  # Ctrl-C while the agent is built or the log replayed: nothing was served
+        print(f"lcpo serve: interrupted while starting; nothing was answered (a restart on --state {args.state} "
+              "continues it)", file=sys.stderr, flush=True)
+        return 130
     try:
         # httptools with one socket write per answer and the decisions answered without an ASGI cycle
         # (lcpo.serve.http), uvloop if installed, no access log, no
@@ -150,9 +155,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"lcpo serve: {args.agent} on {args.env or args.spec} at http://{args.host}:{args.port} "
               f"(state {args.state}: {server.replayed} log records replayed, policy version "
               f"{server.learner.snapshot.version})", file=sys.stderr, flush=True)
-        # uvicorn drains on SIGTERM, runs the lifespan shutdown (learner drained, checkpoint), restores the
-        # handler it found and raises the signal again: this no-op handler turns that into a normal exit 0
-        signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        # uvicorn drains on SIGTERM and SIGINT (Ctrl-C), runs the lifespan shutdown (learner drained,
+        # checkpoint), restores the handlers it found and raises the signal again: these no-op handlers turn
+        # that into a normal exit 0 (Python's own SIGINT handler would raise KeyboardInterrupt there)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, frame: None)
         uvicorn.Server(config).run()
     finally:
         server.close()

@@ -1,0 +1,72 @@
+"""``lcpo serve`` as a user meets it from a terminal: Ctrl-C, a port that is taken or meaningless, an unknown
+agent on a state folder that exists."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+SPEC = {"observation": {"size": 3, "low": -5.0, "high": 5.0}, "action": {"discrete": 3}}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(tmp_path, port: int, *extra: str) -> subprocess.Popen:
+    (tmp_path / "spec.json").write_text(json.dumps(SPEC))
+    args = [sys.executable, "-m", "lcpo.cli.main", "serve", "--spec", str(tmp_path / "spec.json"), "--agent", "a2c",
+            "--set", "rollout_steps=8", "--state", str(tmp_path / "state"), "--port", str(port), *extra]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group, as a terminal's job
+
+
+def _wait_ready(http, proc) -> None:
+    import httpx
+
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"server exited with {proc.returncode} while starting: {proc.stderr.read()}"
+        try:
+            if http.get("/v1/status").json()["learner_ready"]:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("server did not start within 180 s")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups, /proc")
+def test_ctrl_c_drains_checkpoints_and_exits_0_as_sigterm_does(tmp_path):
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("uvicorn")
+    from lcpo.persistence.checkpoint import RunCheckpoints
+
+    port = _free_port()
+    proc = _serve(tmp_path, port)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+            _wait_ready(http, proc)
+            http.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0]})
+            for _ in range(20):
+                assert http.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0], "reward": 1.0}).status_code == 200
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole foreground group
+        rc = proc.wait(timeout=120)
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert rc == 0, err
+    assert "lcpo serve: stopped after 20 steps" in err and "lcpo resume" not in err, err
+    step, saved = RunCheckpoints(tmp_path / "state/checkpoint").load()
+    assert step == 21 and saved["agent"]["updates"] == 20 // 8
