@@ -70,3 +70,30 @@ def test_ctrl_c_drains_checkpoints_and_exits_0_as_sigterm_does(tmp_path):
     assert "lcpo serve: stopped after 20 steps" in err and "lcpo resume" not in err, err
     step, saved = RunCheckpoints(tmp_path / "state/checkpoint").load()
     assert step == 21 and saved["agent"]["updates"] == 20 // 8
+
+
+def test_port_zero_is_refused_naming_the_value(tmp_path, capsys):
+    from lcpo.cli.main import main
+
+    (tmp_path / "spec.json").write_text(json.dumps(SPEC))
+    rc = main(["serve", "--spec", str(tmp_path / "spec.json"), "--agent", "a2c", "--state", str(tmp_path / "state"),
+               "--port", "0"])
+    assert rc == 2 and "--port must be in [1, 65535], got 0" in capsys.readouterr().err
+    assert not (tmp_path / "state").exists()
+
+
+def test_a_port_in_use_is_refused_in_one_line_before_anything_starts(tmp_path, capsys):
+    pytest.importorskip("uvicorn")
+    from lcpo.cli.main import main
+
+    (tmp_path / "spec.json").write_text(json.dumps(SPEC))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        rc = main(["serve", "--spec", str(tmp_path / "spec.json"), "--agent", "a2c", "--state",
+                   str(tmp_path / "state"), "--port", str(port)])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert err.strip().splitlines() == [f"lcpo: error: cannot listen on 127.0.0.1 port {port}: address already in use"]
+    assert not (tmp_path / "state").exists()  # no state folder, no learner process
