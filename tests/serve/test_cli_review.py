@@ -97,3 +97,11 @@ def test_a_port_in_use_is_refused_in_one_line_before_anything_starts(tmp_path, c
     assert rc == 2, err
     assert err.strip().splitlines() == [f"lcpo: error: cannot listen on 127.0.0.1 port {port}: address already in use"]
     assert not (tmp_path / "state").exists()  # no state folder, no learner process
+
+
+def test_an_unknown_agent_is_named_as_such_on_an_existing_state_folder(tmp_path, capsys):
+    from lcpo.serve.app import ServeConfig, Server
+
+    Server(ServeConfig(agent="a2c", spec=SPEC, state_dir=str(tmp_path / "state"))).close()
+    with pytest.raises(ValueError, match="unknown agent 'nope'"):
+        Server(ServeConfig(agent="nope", spec=SPEC, state_dir=str(tmp_path / "state")))

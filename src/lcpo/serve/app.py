@@ -187,6 +187,9 @@ class Server:
             from lcpo.serve.process import wait_learner_gone
 
             wait_learner_gone(state_dir)  # a learner process of a killed server: gone before the checkpoint is read
+            # an unknown agent, env or hyperparameter is named as such, also on a folder started with another one
+            env = _env_of(cfg)
+            agent = build_agent(env, cfg.agent, cfg.seed, cfg.overrides)
             meta = state_dir / "serve.json"
             if meta.is_file():
                 old = json.loads(meta.read_text())
@@ -194,8 +197,6 @@ class Server:
                     if old.get(k) != cfg.fixed()[k]:
                         raise ConfigMismatch(f"{state_dir} was started with {k}={old.get(k)!r}, not "
                                              f"{cfg.fixed()[k]!r}; use another --state folder")
-            env = _env_of(cfg)
-            agent = build_agent(env, cfg.agent, cfg.seed, cfg.overrides)
             self.env, self.agent_name = env, cfg.agent
             self.spaces = Spaces(env.observation_space, env.action_space)
             limits = Limits(cfg.max_streams, cfg.max_outstanding)
