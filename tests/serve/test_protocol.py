@@ -130,7 +130,8 @@ def shared(tmp_path_factory):
 
 @pytest.mark.parametrize("path,body,status,field", [
     ("/v1/step", b"{not json", 400, "body"),
-    ("/v1/step", b"[1, 2]", 400, None),
+    ("/v1/step", b"[1, 2]", 400, "body"),
+    ("/v1/step", b"null", 400, "body"),
     ("/v1/step", {**GOOD, "obs": [0.0, 0.0]}, 422, "obs"),
     ("/v1/step", {**GOOD, "obs": "0,0,0"}, 422, "obs"),
     ("/v1/step", b'{"stream": "s", "obs": [0, NaN, 0], "reward": 1}', 422, "obs[1]"),
@@ -149,6 +150,9 @@ def shared(tmp_path_factory):
     ("/v1/step", {"obs": [0.0, 0.0, 0.0]}, 422, "stream"),
     ("/v1/step", {**GOOD, "stream": "never-seen"}, 404, "stream"),
     ("/v1/step", {"stream": "t", "obs": [0.0, 0.0, 0.0], "terminated": True}, 422, "terminated"),
+    ("/v1/step", {"stream": "t", "obs": [0.0, 0.0, 0.0], "final_obs": 0}, 422, "final_obs"),
+    ("/v1/step", {"stream": "t", "obs": [0.0, 0.0, 0.0], "final_obs": False}, 422, "final_obs"),
+    ("/v1/step", {"stream": "t", "obs": [0.0, 0.0, 0.0], "info": False}, 422, "info"),
     ("/v1/act", {"stream": "s", "obs": [0.0, 0.0, 0.0], "reward": 1.0}, 422, "reward"),
     ("/v1/observe", {"decision": "d0", "reward": 1.0, "next_obs": [0.0, 0.0, 0.0]}, 409, "decision"),
     ("/v1/observe", {"decision": "d999999", "reward": 1.0, "next_obs": [0.0, 0.0, 0.0]}, 404, "decision"),

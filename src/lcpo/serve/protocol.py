@@ -203,9 +203,16 @@ def _show(x: Any) -> str:
     return r if len(r) <= 40 else r[:37] + "..."
 
 
+def _json_type(v: Any) -> str:
+    """The JSON name of a parsed value's type (``null``, ``array``, ...)."""
+    if v is None:
+        return "null"
+    return {bool: "boolean", int: "number", float: "number", str: "string", list: "array"}.get(type(v), "object")
+
+
 def _fields(body: Any, required: tuple, optional: tuple) -> dict:
     if not isinstance(body, dict):
-        raise RequestError(400, f"the request body must be a JSON object, got {type(body).__name__}")
+        raise RequestError(400, f"the request body must be a JSON object, got {_json_type(body)}", "body")
     unknown = sorted(set(body) - set(required) - set(optional))
     if unknown:
         raise RequestError(422, f"unknown field {_show(unknown[0])}; allowed: {', '.join(required + optional)}", unknown[0])
@@ -345,8 +352,9 @@ class ServerState:
         q = self.streams.get(stream)
         rec = {"k": "step", "s": stream, "o": obs, "r": reward}
         if reward is None:
-            for k in ("terminated", "truncated", "final_obs", "info"):
-                if body.get(k) not in (None, False):
+            for k in ("terminated", "truncated", "final_obs", "info"):  # absent or null; flags may also be false
+                v = body.get(k)
+                if v is not None and not (v is False and k in ("terminated", "truncated")):
                     raise RequestError(422, f"{k} belongs to the previous action's reward; with reward null "
                                             "(the stream's first step) leave it out", k)
             self._can_decide(stream, dropping=len(q) if q else 0)
