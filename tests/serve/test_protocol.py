@@ -358,3 +358,21 @@ def test_multi_discrete_actions_are_lists_and_learned_as_vectors(tmp_path):
         for k in range(3):
             r = client.post("/v1/step", json={"stream": "m", "obs": [0.5, k], "reward": 1.0}).json()
         assert r["policy_version"] == 1
+
+
+def test_the_bearer_token_is_required_everywhere_and_its_scheme_is_case_insensitive(tmp_path):
+    token = "a-token-of-thirty-two-characters"
+    server, client = _serve(tmp_path, learn="inline", token=token)
+    with client:
+        step = {"stream": "s", "obs": [0.0, 0.0, 0.0]}
+        for path in ("/v1/status", "/metrics", "/openapi.json"):
+            assert client.get(path).status_code == 401, path
+            assert client.get(path, headers={"Authorization": f"Bearer {token}"}).status_code == 200, path
+        for auth in (None, "Bearer wrong-token-of-thirty-two-chars", f"Basic {token}", f"Bearer  {token}", token):
+            r = client.post("/v1/step", json=step, headers={} if auth is None else {"Authorization": auth})
+            assert r.status_code == 401 and r.json()["field"] == "authorization", auth
+        assert server.state.records == 0
+        for scheme in ("Bearer", "bearer", "BEARER"):  # RFC 9110: the auth scheme is case-insensitive
+            r = client.post("/v1/step", json=step, headers={"Authorization": f"{scheme} {token}"})
+            assert r.status_code == 200, scheme
+        assert server.state.records == 3

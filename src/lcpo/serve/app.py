@@ -423,7 +423,7 @@ def create_app(server: Server):
         if token is None:
             return
         got = headers.get(b"authorization", b"")
-        if not (got.startswith(b"Bearer ") and hmac.compare_digest(got[7:], token)):
+        if not (got[:7].lower() == b"bearer " and hmac.compare_digest(got[7:], token)):  # the scheme: any case
             raise RequestError(401, "missing or wrong bearer token (header 'Authorization: Bearer TOKEN')",
                                "authorization")
 
