@@ -376,3 +376,16 @@ def test_the_bearer_token_is_required_everywhere_and_its_scheme_is_case_insensit
             r = client.post("/v1/step", json=step, headers={"Authorization": f"{scheme} {token}"})
             assert r.status_code == 200, scheme
         assert server.state.records == 3
+
+
+def test_an_unknown_path_or_method_is_refused_in_the_protocol_s_json(tmp_path):
+    server, client = _serve(tmp_path, learn="inline")
+    with client:
+        for method, path, status in (("GET", "/v1/nope", 404), ("POST", "/v1/steps", 404), ("GET", "/", 404),
+                                     ("POST", "/v1/status", 405), ("DELETE", "/metrics", 405),
+                                     ("GET", "/v1/step", 405)):
+            r = client.request(method, path)
+            assert r.status_code == status, (method, path)
+            assert r.headers["content-type"] == "application/json", (method, path)
+            assert path in r.json()["error"] or method in r.json()["error"], r.json()
+        assert "GET" in client.request("POST", "/v1/status").headers["allow"]

@@ -502,7 +502,20 @@ def create_app(server: Server):
         Route("/metrics", get(server.metrics, text=True), methods=["GET"]),
         Route("/openapi.json", get(lambda: OPENAPI), methods=["GET"]),
     ]
-    inner = Starlette(routes=routes, lifespan=lifespan)
+    async def refused(request, exc):  # an unknown path or method: the protocol's JSON, not Starlette's text
+        method, path = request.method, request.url.path
+        if exc.status_code == 404:
+            message = f"no endpoint {method} {path} (the endpoints: /openapi.json)"
+        elif exc.status_code == 405:
+            message = f"method {method} not allowed on {path}: use {(exc.headers or {}).get('Allow', 'another')}"
+        else:
+            message = str(exc.detail)
+        server.counts["refused"] += 1
+        return JSONResponse({"error": message, "field": None}, status_code=exc.status_code, headers=exc.headers)
+
+    from starlette.exceptions import HTTPException
+
+    inner = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: refused})
     inner.state.server = server
 
     async def app(scope, receive, send):
@@ -511,8 +524,9 @@ def create_app(server: Server):
             await inner(scope, receive, send)
             return
         if scope["method"] != "POST":
-            await send_json(send, 405, b'{"error":"method not allowed: use POST","field":null}',
-                            ((b"allow", b"POST"),))
+            server.counts["refused"] += 1
+            await send_json(send, 405, dumps({"error": f"method {scope['method']} not allowed on {scope['path']}: "
+                                                       "use POST", "field": None}), ((b"allow", b"POST"),))
             return
         headers = dict(scope["headers"])
         try:
