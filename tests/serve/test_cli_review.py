@@ -105,3 +105,17 @@ def test_an_unknown_agent_is_named_as_such_on_an_existing_state_folder(tmp_path,
     Server(ServeConfig(agent="a2c", spec=SPEC, state_dir=str(tmp_path / "state"))).close()
     with pytest.raises(ValueError, match="unknown agent 'nope'"):
         Server(ServeConfig(agent="nope", spec=SPEC, state_dir=str(tmp_path / "state")))
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "nan", "1e300"])
+def test_a_bad_fsync_interval_is_refused_naming_the_flag_and_the_value(tmp_path, capsys, value):
+    from lcpo.cli.main import main
+    from lcpo.serve.log import TransitionLog
+
+    with pytest.raises(ValueError, match="fsync_interval_s must be in"):  # inf crashed the sync thread: no sync
+        TransitionLog(tmp_path / "log", fsync_interval_s=float(value))
+    (tmp_path / "spec.json").write_text(json.dumps(SPEC))
+    rc = main(["serve", "--spec", str(tmp_path / "spec.json"), "--agent", "a2c", "--state", str(tmp_path / "state"),
+               "--fsync-interval", value])
+    assert rc == 2 and f"--fsync-interval must be in (0, 3600] seconds, got {float(value)}" in capsys.readouterr().err
+    assert not (tmp_path / "state").exists()

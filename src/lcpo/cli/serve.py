@@ -97,7 +97,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--fsync", choices=("always", "interval", "never"), default="interval",
                    help="when the log is flushed to disk: before every answer, every --fsync-interval seconds "
                         "(default), or when the kernel decides; kill -9 loses nothing acknowledged under any")
-    p.add_argument("--fsync-interval", type=float, default=0.05, metavar="S", help="seconds (default 0.05)")
+    p.add_argument("--fsync-interval", type=float, default=0.05, metavar="S", help="seconds, at most 3600 (default 0.05)")
     p.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
                    help="updates between checkpoints (default 1; 0: only at shutdown)")
     p.add_argument("--learn", choices=("process", "thread", "inline", "background"), default="process",
@@ -137,6 +137,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ValueError(f"--switch-interval must be in [1e-06, 0.1] seconds, got {args.switch_interval}")
     if not 0 <= args.learner_nice <= 19:
         raise ValueError(f"--learner-nice must be in [0, 19], got {args.learner_nice}")
+    if not 0 < args.fsync_interval <= 3600:
+        raise ValueError(f"--fsync-interval must be in (0, 3600] seconds, got {args.fsync_interval}")
     if args.checkpoint_every < 0:
         raise ValueError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
     if not 1 <= args.port <= 65535:  # 0 would bind a port the server cannot tell its clients
