@@ -119,3 +119,13 @@ def test_a_bad_fsync_interval_is_refused_naming_the_flag_and_the_value(tmp_path,
                "--fsync-interval", value])
     assert rc == 2 and f"--fsync-interval must be in (0, 3600] seconds, got {float(value)}" in capsys.readouterr().err
     assert not (tmp_path / "state").exists()
+
+
+def test_a_negative_seed_is_refused_naming_the_flag(tmp_path, capsys):
+    from lcpo.cli.main import main
+
+    (tmp_path / "spec.json").write_text(json.dumps(SPEC))
+    rc = main(["serve", "--spec", str(tmp_path / "spec.json"), "--agent", "a2c", "--state", str(tmp_path / "state"),
+               "--seed", "-1"])
+    assert rc == 2 and "--seed must be a non-negative integer, got -1" in capsys.readouterr().err
+    assert not (tmp_path / "state").exists()

@@ -137,6 +137,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ValueError(f"--switch-interval must be in [1e-06, 0.1] seconds, got {args.switch_interval}")
     if not 0 <= args.learner_nice <= 19:
         raise ValueError(f"--learner-nice must be in [0, 19], got {args.learner_nice}")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be a non-negative integer, got {args.seed}")
     if not 0 < args.fsync_interval <= 3600:
         raise ValueError(f"--fsync-interval must be in (0, 3600] seconds, got {args.fsync_interval}")
     if args.checkpoint_every < 0:
