@@ -389,3 +389,23 @@ def test_an_unknown_path_or_method_is_refused_in_the_protocol_s_json(tmp_path):
             assert r.headers["content-type"] == "application/json", (method, path)
             assert path in r.json()["error"] or method in r.json()["error"], r.json()
         assert "GET" in client.request("POST", "/v1/status").headers["allow"]
+
+
+def test_the_python_client_sends_batches_and_names_refusals(tmp_path):
+    from lcpo.serve.client import ServeClient, ServeError
+
+    server, client = _serve(tmp_path, learn="inline", token="a-token-of-thirty-two-characters")
+    with client:
+        c = ServeClient("http://testserver", token="a-token-of-thirty-two-characters")
+        c._http = client  # Starlette's TestClient is an httpx.Client
+        client.headers["Authorization"] = "Bearer a-token-of-thirty-two-characters"
+        out = c.batch([{"stream": "a", "obs": [0, 0, 0]}, {"stream": "b", "obs": [0, 0, 0]},
+                       {"stream": "a", "obs": [0, 0, 9], "reward": 1.0},  # refused alone
+                       {"stream": "a", "obs": [0, 0, 1], "reward": 1.0, "info": {"gamma": 0.5}}])
+        assert [r.get("decision") for r in out] == ["d0", "d1", None, "d2"]
+        assert out[2]["status"] == 422 and out[2]["field"] == "steps[2].obs[2]"
+        assert c.status()["steps"] == 1
+        del client.headers["Authorization"]
+        with pytest.raises(ServeError) as refused:
+            c.status()
+        assert refused.value.status == 401 and refused.value.field == "authorization"
