@@ -409,3 +409,37 @@ def test_the_python_client_sends_batches_and_names_refusals(tmp_path):
         with pytest.raises(ServeError) as refused:
             c.status()
         assert refused.value.status == 401 and refused.value.field == "authorization"
+
+
+def test_the_docs_python_client_example_runs_through_episode_ends(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    import lcpo.serve.client as client_module
+
+    doc = (Path(__file__).resolve().parents[2] / "docs/serving.md").read_text()
+    code = re.search(r"### Python client\n\n```python\n(.*?)```", doc, re.S).group(1)
+    assert code.count("while True:") == 1
+    code = code.replace("while True:", "for _ in range(25):")  # the example serves forever
+
+    server, test_client = _serve(tmp_path, learn="inline")
+
+    class Client(client_module.ServeClient):
+        def __init__(self, url, token=None):
+            super().__init__(url, token)
+            self._http = test_client
+
+    class System:  # a Gymnasium-like system whose episodes end every 4 steps
+        t = 0
+
+        def apply(self, action):
+            self.t += 1
+            return [0.1 * (self.t % 4), 0.0, 0.0], -1.0, False, self.t % 4 == 0, {"gamma": 0.9}
+
+        def reset(self):
+            return [0.0, 0.0, 1.0]
+
+    monkeypatch.setattr(client_module, "ServeClient", Client)
+    with test_client:
+        exec(code, {"obs": [0.0, 0.0, 0.0], "system": System(), "next_obs": [0.0, 0.0, 0.0]})
+        assert server.state.transitions == 26 and server.state.records == 30  # 1 + 25 steps, act, observe, 2
