@@ -97,7 +97,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--fsync", choices=("always", "interval", "never"), default="interval",
                    help="when the log is flushed to disk: before every answer, every --fsync-interval seconds "
                         "(default), or when the kernel decides; kill -9 loses nothing acknowledged under any")
-    p.add_argument("--fsync-interval", type=float, default=0.05, metavar="S", help="seconds, at most 3600 (default 0.05)")
+    p.add_argument("--fsync-interval", type=float, default=0.05, metavar="S",
+                   help="seconds, at most 3600 (default 0.05)")
     p.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
                    help="updates between checkpoints (default 1; 0: only at shutdown)")
     p.add_argument("--learn", choices=("process", "thread", "inline", "background"), default="process",
