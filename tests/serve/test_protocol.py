@@ -318,6 +318,9 @@ def test_batch_applies_steps_in_order_and_refuses_each_bad_one_alone(tmp_path):
         assert (st["steps"], st["decisions"], st["refused"]) == (2, 4, 1)
         assert client.post("/v1/batch", json={"steps": []}).status_code == 422
         assert client.get("/v1/step").status_code == 405
+        res = client.post("/v1/batch", json={"steps": [[1], None, {"stream": "c", "obs": [0, 0, 0]}]}).json()["results"]
+        assert [(x.get("status"), x.get("field")) for x in res[:2]] == [(400, "steps[0]"), (400, "steps[1]")]
+        assert res[2]["decision"] == "d4"
 
 
 def test_acting_noise_is_the_agents_own_stream_and_survives_a_seek():

@@ -327,8 +327,9 @@ class Server:
                 results.append(self.step(item))
             except RequestError as exc:
                 self.counts["refused"] += 1
-                results.append({"error": str(exc), "field": None if exc.field is None else f"steps[{k}].{exc.field}",
-                                "status": exc.status})
+                field = exc.field if exc.field is None else (  # a step that is no JSON object is steps[k] itself
+                    f"steps[{k}]" if exc.field == "body" else f"steps[{k}].{exc.field}")
+                results.append({"error": str(exc), "field": field, "status": exc.status})
         return {"results": results}
 
     # -- reading -------------------------------------------------------------------------------------------------
