@@ -105,6 +105,12 @@ def test_an_unknown_agent_is_named_as_such_on_an_existing_state_folder(tmp_path,
     Server(ServeConfig(agent="a2c", spec=SPEC, state_dir=str(tmp_path / "state"))).close()
     with pytest.raises(ValueError, match="unknown agent 'nope'"):
         Server(ServeConfig(agent="nope", spec=SPEC, state_dir=str(tmp_path / "state")))
+    with pytest.raises(ValueError, match="unknown agent 'nope'"):  # and a fresh folder is not made
+        Server(ServeConfig(agent="nope", spec=SPEC, state_dir=str(tmp_path / "fresh")))
+    assert not (tmp_path / "fresh").exists()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match="state folder .*file is a file"):
+        Server(ServeConfig(agent="a2c", spec=SPEC, state_dir=str(tmp_path / "file")))
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "inf", "nan", "1e300"])

@@ -181,15 +181,18 @@ class Server:
         self.cfg = cfg
         self.started = time.time()
         state_dir = Path(cfg.state_dir)
+        if state_dir.exists() and not state_dir.is_dir():
+            raise ValueError(f"state folder {state_dir} is a file; give a folder (made if missing)")
+        # before the folder: an unknown agent, env or hyperparameter is named as such and leaves no folder behind,
+        # also where the folder was started with another configuration
+        env = _env_of(cfg)
+        agent = build_agent(env, cfg.agent, cfg.seed, cfg.overrides)
         state_dir.mkdir(parents=True, exist_ok=True)
         self._lock = _StateLock(state_dir)
         try:
             from lcpo.serve.process import wait_learner_gone
 
             wait_learner_gone(state_dir)  # a learner process of a killed server: gone before the checkpoint is read
-            # an unknown agent, env or hyperparameter is named as such, also on a folder started with another one
-            env = _env_of(cfg)
-            agent = build_agent(env, cfg.agent, cfg.seed, cfg.overrides)
             meta = state_dir / "serve.json"
             if meta.is_file():
                 old = json.loads(meta.read_text())
