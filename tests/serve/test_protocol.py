@@ -446,3 +446,30 @@ def test_the_docs_python_client_example_runs_through_episode_ends(tmp_path, monk
     with test_client:
         exec(code, {"obs": [0.0, 0.0, 0.0], "system": System(), "next_obs": [0.0, 0.0, 0.0]})
         assert server.state.transitions == 26 and server.state.records == 30  # 1 + 25 steps, act, observe, 2
+
+
+def test_a_stream_whose_decisions_are_all_observed_is_forgotten_and_frees_its_place(tmp_path):
+    server, client = _serve(tmp_path, max_streams=2, learn="inline")
+    body = {"reward": 1.0, "next_obs": [0, 0, 0]}
+    with client:
+        for s in ("a", "b"):
+            d = client.post("/v1/act", json={"stream": s, "obs": [0, 0, 0]}).json()["decision"]
+            assert client.post("/v1/observe", json={"decision": d, **body}).status_code == 200
+        assert client.get("/v1/status").json()["streams"] == 0
+        # a /v1/step stream ends when its last decision is observed
+        client.post("/v1/step", json={"stream": "c", "obs": [0, 0, 0]})
+        d = client.post("/v1/step", json={"stream": "c", "obs": [0, 0, 1], "reward": 0.5}).json()["decision"]
+        assert client.post("/v1/act", json={"stream": "d", "obs": [0, 0, 0]}).status_code == 200
+        assert client.post("/v1/act", json={"stream": "e", "obs": [0, 0, 0]}).status_code == 429  # c and d held
+        assert client.post("/v1/observe", json={"decision": d, **body}).status_code == 200
+        r = client.post("/v1/step", json={"stream": "c", "obs": [0, 0, 0], "reward": 1.0})
+        assert r.status_code == 404 and r.json()["field"] == "stream"  # ended: it starts again with reward null
+        assert client.post("/v1/act", json={"stream": "e", "obs": [0, 0, 0]}).status_code == 200
+    server.close()
+    steps = server.state.transitions
+    server, client = _serve(tmp_path, max_streams=2, learn="inline")  # the same after a restart
+    with client:
+        st = client.get("/v1/status").json()
+        assert (st["streams"], st["outstanding"], st["steps"]) == (2, 2, steps)
+        assert client.post("/v1/act", json={"stream": "f", "obs": [0, 0, 0]}).status_code == 429
+        assert client.post("/v1/step", json={"stream": "c", "obs": [0, 0, 0]}).status_code == 429

@@ -308,7 +308,9 @@ class ServerState:
     Attributes:
         records: records applied. decisions: decisions made. transitions: transitions completed.
         streams: stream name -> deque of outstanding ``(n, obs (obs_dim,) float32, logged action)``,
-            in the order streams were first seen.
+            in the order streams were first seen. A stream whose every decision is observed is forgotten (a
+            ``/v1/observe`` of its last outstanding decision ends it), so it no longer counts toward
+            ``max_streams``; the same name may start again later.
     """
 
     def __init__(self, spaces: Spaces, limits: Limits | None = None):
@@ -432,7 +434,10 @@ class ServerState:
             if stream is None or self.streams[stream][0][0] != n:
                 raise ValueError(f"log record {self.records} observes decision {n}, which is not the oldest "
                                  "outstanding decision of its stream")
-            _, obs, action = self.streams[stream].popleft()
+            q = self.streams[stream]
+            _, obs, action = q.popleft()
+            if not q:  # every decision of the stream observed: it is forgotten (and may start again at any time)
+                del self.streams[stream]
             done = True
             if transitions:
                 out = (stream, self._transition(obs, action, rec, vec(rec["n"])))
@@ -495,6 +500,8 @@ class ServerState:
         self.transitions = int(doc["transitions"])
         self.streams, self._owner = {}, {}
         for s, items in doc["streams"]:
+            if not items:  # a stream with nothing outstanding, as states written before streams were forgotten hold
+                continue
             q = self.streams[s] = deque()
             for n, o, a in items:
                 q.append((int(n), np.asarray(o, dtype=np.float32), a))
