@@ -74,6 +74,10 @@ def test_act_observe_order_duplicates_and_unknown_decisions(tmp_path):
         assert r.status_code == 409 and "duplicate observe" in r.json()["error"]
         r = client.post("/v1/observe", json={"decision": "d99", **body})
         assert r.status_code == 404 and r.json()["field"] == "decision"
+        d2 = client.post("/v1/act", json={"stream": "t", "obs": [0, 0, 0]}).json()["decision"]
+        r = client.post("/v1/observe", json={"decision": d2, **body, "reward": 4e38})  # beyond float32
+        assert r.status_code == 422 and r.json()["field"] == "reward"
+        assert client.post("/v1/observe", json={"decision": d2, **body}).status_code == 200
         # a step needs exactly one outstanding decision; reward null starts the stream afresh, dropping it
         client.post("/v1/act", json={"stream": "s", "obs": [0, 0, 0]})
         r = client.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0], "reward": 0.0})
@@ -140,6 +144,8 @@ def shared(tmp_path_factory):
     ("/v1/step", {**GOOD, "obs": [0.0, True, 0.0]}, 422, "obs[1]"),
     ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": NaN}', 422, "reward"),
     ("/v1/step", {**GOOD, "reward": "1"}, 422, "reward"),
+    ("/v1/step", {**GOOD, "reward": 1e39}, 422, "reward"),  # finite, but the learner would fail on it for good
+    ("/v1/step", {**GOOD, "reward": -1e308}, 422, "reward"),
     ("/v1/step", {**GOOD, "terminated": 1}, 422, "terminated"),
     ("/v1/step", {**GOOD, "terminated": True}, 422, "final_obs"),
     ("/v1/step", {**GOOD, "final_obs": [0.0, 0.0, 0.0]}, 422, "final_obs"),

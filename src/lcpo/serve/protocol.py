@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from lcpo.numerics.finite import F32_MAX
 from lcpo.online.loop import Transition
 
 try:  # optional (the serve extra): 5-10x faster than the json module on request bodies, answers and records
@@ -240,6 +241,9 @@ def _reward(v: Any, nullable: bool) -> float | None:
         v = math.inf
     if not math.isfinite(v):
         raise RequestError(422, f"reward must be finite, got {v!r}", "reward")
+    if not -F32_MAX <= v <= F32_MAX:  # the agents refuse it when they learn: the learner would fail on it for good
+        raise RequestError(422, f"reward must be within the float32 range the agents train in (|reward| <= "
+                                f"{F32_MAX:.4g}), got {v:.6g}", "reward")
     return v
 
 
