@@ -506,6 +506,7 @@ def create_app(server: Server):
         Route("/metrics", get(server.metrics, text=True), methods=["GET"]),
         Route("/openapi.json", get(lambda: OPENAPI), methods=["GET"]),
     ]
+
     async def refused(request, exc):  # an unknown path or method: the protocol's JSON, not Starlette's text
         method, path = request.method, request.url.path
         if exc.status_code == 404:

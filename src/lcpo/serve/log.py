@@ -37,10 +37,9 @@ from lcpo.serve.protocol import dumps, loads
 __all__ = ["LogError", "TransitionLog", "LogReader", "discard_segments", "FSYNC_POLICIES"]
 
 FSYNC_POLICIES = ("always", "interval", "never")
-
-
 #: the longest ``fsync_interval_s`` (seconds): a power loss loses at most this much acknowledged history
 MAX_FSYNC_INTERVAL_S = 3600.0
+
 
 class LogError(ValueError):
     """The log is corrupt (not only a torn last line) or does not continue the checkpoint; names file and line."""
