@@ -479,3 +479,21 @@ def test_a_stream_whose_decisions_are_all_observed_is_forgotten_and_frees_its_pl
         assert (st["streams"], st["outstanding"], st["steps"]) == (2, 2, steps)
         assert client.post("/v1/act", json={"stream": "f", "obs": [0, 0, 0]}).status_code == 429
         assert client.post("/v1/step", json={"stream": "c", "obs": [0, 0, 0]}).status_code == 429
+
+
+def test_a_stream_started_afresh_cuts_its_waiting_run_so_gae_does_not_chain_across_the_gap(tmp_path):
+    server, client = _serve(tmp_path, learn="inline", overrides={"rollout_steps": 50})
+    with client:
+        client.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0]})
+        for k in range(3):
+            client.post("/v1/step", json={"stream": "s", "obs": [0, 0, k], "reward": 1.0})
+        assert [t.truncated for t in server.learner.runs["s"]] == [False, False, False]
+        client.post("/v1/step", json={"stream": "s", "obs": [1, 1, 1]})  # a lost answer: the stream starts afresh
+        client.post("/v1/step", json={"stream": "s", "obs": [1, 1, 2], "reward": 1.0})
+        assert [t.truncated for t in server.learner.runs["s"]] == [False, False, True, False]
+        state = server.learner.state_dict()
+    server.close()
+    restored, _ = _serve(tmp_path, learn="inline", overrides={"rollout_steps": 50})  # the cut is in the checkpoint
+    assert [t.truncated for t in restored.learner.runs["s"]] == [False, False, True, False]
+    assert restored.learner.state_dict()["runs"] == state["runs"]
+    restored.close()
