@@ -74,6 +74,10 @@ def test_act_observe_order_duplicates_and_unknown_decisions(tmp_path):
         assert r.status_code == 409 and "duplicate observe" in r.json()["error"]
         r = client.post("/v1/observe", json={"decision": "d99", **body})
         assert r.status_code == 404 and r.json()["field"] == "decision"
+        d2 = client.post("/v1/act", json={"stream": "t", "obs": [0, 0, 0]}).json()["decision"]
+        r = client.post("/v1/observe", json={"decision": d2, **body, "reward": 4e38})  # beyond float32
+        assert r.status_code == 422 and r.json()["field"] == "reward"
+        assert client.post("/v1/observe", json={"decision": d2, **body}).status_code == 200
         # a step needs exactly one outstanding decision; reward null starts the stream afresh, dropping it
         client.post("/v1/act", json={"stream": "s", "obs": [0, 0, 0]})
         r = client.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0], "reward": 0.0})
@@ -130,7 +134,8 @@ def shared(tmp_path_factory):
 
 @pytest.mark.parametrize("path,body,status,field", [
     ("/v1/step", b"{not json", 400, "body"),
-    ("/v1/step", b"[1, 2]", 400, None),
+    ("/v1/step", b"[1, 2]", 400, "body"),
+    ("/v1/step", b"null", 400, "body"),
     ("/v1/step", {**GOOD, "obs": [0.0, 0.0]}, 422, "obs"),
     ("/v1/step", {**GOOD, "obs": "0,0,0"}, 422, "obs"),
     ("/v1/step", b'{"stream": "s", "obs": [0, NaN, 0], "reward": 1}', 422, "obs[1]"),
@@ -139,6 +144,8 @@ def shared(tmp_path_factory):
     ("/v1/step", {**GOOD, "obs": [0.0, True, 0.0]}, 422, "obs[1]"),
     ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": NaN}', 422, "reward"),
     ("/v1/step", {**GOOD, "reward": "1"}, 422, "reward"),
+    ("/v1/step", {**GOOD, "reward": 1e39}, 422, "reward"),  # finite, but the learner would fail on it for good
+    ("/v1/step", {**GOOD, "reward": -1e308}, 422, "reward"),
     ("/v1/step", {**GOOD, "terminated": 1}, 422, "terminated"),
     ("/v1/step", {**GOOD, "terminated": True}, 422, "final_obs"),
     ("/v1/step", {**GOOD, "final_obs": [0.0, 0.0, 0.0]}, 422, "final_obs"),
@@ -149,6 +156,9 @@ def shared(tmp_path_factory):
     ("/v1/step", {"obs": [0.0, 0.0, 0.0]}, 422, "stream"),
     ("/v1/step", {**GOOD, "stream": "never-seen"}, 404, "stream"),
     ("/v1/step", {"stream": "t", "obs": [0.0, 0.0, 0.0], "terminated": True}, 422, "terminated"),
+    ("/v1/step", {"stream": "t", "obs": [0.0, 0.0, 0.0], "final_obs": 0}, 422, "final_obs"),
+    ("/v1/step", {"stream": "t", "obs": [0.0, 0.0, 0.0], "final_obs": False}, 422, "final_obs"),
+    ("/v1/step", {"stream": "t", "obs": [0.0, 0.0, 0.0], "info": False}, 422, "info"),
     ("/v1/act", {"stream": "s", "obs": [0.0, 0.0, 0.0], "reward": 1.0}, 422, "reward"),
     ("/v1/observe", {"decision": "d0", "reward": 1.0, "next_obs": [0.0, 0.0, 0.0]}, 409, "decision"),
     ("/v1/observe", {"decision": "d999999", "reward": 1.0, "next_obs": [0.0, 0.0, 0.0]}, 404, "decision"),
@@ -314,6 +324,9 @@ def test_batch_applies_steps_in_order_and_refuses_each_bad_one_alone(tmp_path):
         assert (st["steps"], st["decisions"], st["refused"]) == (2, 4, 1)
         assert client.post("/v1/batch", json={"steps": []}).status_code == 422
         assert client.get("/v1/step").status_code == 405
+        res = client.post("/v1/batch", json={"steps": [[1], None, {"stream": "c", "obs": [0, 0, 0]}]}).json()["results"]
+        assert [(x.get("status"), x.get("field")) for x in res[:2]] == [(400, "steps[0]"), (400, "steps[1]")]
+        assert res[2]["decision"] == "d4"
 
 
 def test_acting_noise_is_the_agents_own_stream_and_survives_a_seek():
@@ -354,3 +367,133 @@ def test_multi_discrete_actions_are_lists_and_learned_as_vectors(tmp_path):
         for k in range(3):
             r = client.post("/v1/step", json={"stream": "m", "obs": [0.5, k], "reward": 1.0}).json()
         assert r["policy_version"] == 1
+
+
+def test_the_bearer_token_is_required_everywhere_and_its_scheme_is_case_insensitive(tmp_path):
+    token = "a-token-of-thirty-two-characters"
+    server, client = _serve(tmp_path, learn="inline", token=token)
+    with client:
+        step = {"stream": "s", "obs": [0.0, 0.0, 0.0]}
+        for path in ("/v1/status", "/metrics", "/openapi.json"):
+            assert client.get(path).status_code == 401, path
+            assert client.get(path, headers={"Authorization": f"Bearer {token}"}).status_code == 200, path
+        for auth in (None, "Bearer wrong-token-of-thirty-two-chars", f"Basic {token}", f"Bearer  {token}", token):
+            r = client.post("/v1/step", json=step, headers={} if auth is None else {"Authorization": auth})
+            assert r.status_code == 401 and r.json()["field"] == "authorization", auth
+        assert server.state.records == 0
+        for scheme in ("Bearer", "bearer", "BEARER"):  # RFC 9110: the auth scheme is case-insensitive
+            r = client.post("/v1/step", json=step, headers={"Authorization": f"{scheme} {token}"})
+            assert r.status_code == 200, scheme
+        assert server.state.records == 3
+
+
+def test_an_unknown_path_or_method_is_refused_in_the_protocol_s_json(tmp_path):
+    server, client = _serve(tmp_path, learn="inline")
+    with client:
+        for method, path, status in (("GET", "/v1/nope", 404), ("POST", "/v1/steps", 404), ("GET", "/", 404),
+                                     ("POST", "/v1/status", 405), ("DELETE", "/metrics", 405),
+                                     ("GET", "/v1/step", 405)):
+            r = client.request(method, path)
+            assert r.status_code == status, (method, path)
+            assert r.headers["content-type"] == "application/json", (method, path)
+            assert path in r.json()["error"] or method in r.json()["error"], r.json()
+        assert "GET" in client.request("POST", "/v1/status").headers["allow"]
+
+
+def test_the_python_client_sends_batches_and_names_refusals(tmp_path):
+    from lcpo.serve.client import ServeClient, ServeError
+
+    server, client = _serve(tmp_path, learn="inline", token="a-token-of-thirty-two-characters")
+    with client:
+        c = ServeClient("http://testserver", token="a-token-of-thirty-two-characters")
+        c._http = client  # Starlette's TestClient is an httpx.Client
+        client.headers["Authorization"] = "Bearer a-token-of-thirty-two-characters"
+        out = c.batch([{"stream": "a", "obs": [0, 0, 0]}, {"stream": "b", "obs": [0, 0, 0]},
+                       {"stream": "a", "obs": [0, 0, 9], "reward": 1.0},  # refused alone
+                       {"stream": "a", "obs": [0, 0, 1], "reward": 1.0, "info": {"gamma": 0.5}}])
+        assert [r.get("decision") for r in out] == ["d0", "d1", None, "d2"]
+        assert out[2]["status"] == 422 and out[2]["field"] == "steps[2].obs[2]"
+        assert c.status()["steps"] == 1
+        del client.headers["Authorization"]
+        with pytest.raises(ServeError) as refused:
+            c.status()
+        assert refused.value.status == 401 and refused.value.field == "authorization"
+
+
+def test_the_docs_python_client_example_runs_through_episode_ends(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    import lcpo.serve.client as client_module
+
+    doc = (Path(__file__).resolve().parents[2] / "docs/serving.md").read_text()
+    code = re.search(r"### Python client\n\n```python\n(.*?)```", doc, re.S).group(1)
+    assert code.count("while True:") == 1
+    code = code.replace("while True:", "for _ in range(25):")  # the example serves forever
+
+    server, test_client = _serve(tmp_path, learn="inline")
+
+    class Client(client_module.ServeClient):
+        def __init__(self, url, token=None):
+            super().__init__(url, token)
+            self._http = test_client
+
+    class System:  # a Gymnasium-like system whose episodes end every 4 steps
+        t = 0
+
+        def apply(self, action):
+            self.t += 1
+            return [0.1 * (self.t % 4), 0.0, 0.0], -1.0, False, self.t % 4 == 0, {"gamma": 0.9}
+
+        def reset(self):
+            return [0.0, 0.0, 1.0]
+
+    monkeypatch.setattr(client_module, "ServeClient", Client)
+    with test_client:
+        exec(code, {"obs": [0.0, 0.0, 0.0], "system": System(), "next_obs": [0.0, 0.0, 0.0]})
+        assert server.state.transitions == 26 and server.state.records == 30  # 1 + 25 steps, act, observe, 2
+
+
+def test_a_stream_whose_decisions_are_all_observed_is_forgotten_and_frees_its_place(tmp_path):
+    server, client = _serve(tmp_path, max_streams=2, learn="inline")
+    body = {"reward": 1.0, "next_obs": [0, 0, 0]}
+    with client:
+        for s in ("a", "b"):
+            d = client.post("/v1/act", json={"stream": s, "obs": [0, 0, 0]}).json()["decision"]
+            assert client.post("/v1/observe", json={"decision": d, **body}).status_code == 200
+        assert client.get("/v1/status").json()["streams"] == 0
+        # a /v1/step stream ends when its last decision is observed
+        client.post("/v1/step", json={"stream": "c", "obs": [0, 0, 0]})
+        d = client.post("/v1/step", json={"stream": "c", "obs": [0, 0, 1], "reward": 0.5}).json()["decision"]
+        assert client.post("/v1/act", json={"stream": "d", "obs": [0, 0, 0]}).status_code == 200
+        assert client.post("/v1/act", json={"stream": "e", "obs": [0, 0, 0]}).status_code == 429  # c and d held
+        assert client.post("/v1/observe", json={"decision": d, **body}).status_code == 200
+        r = client.post("/v1/step", json={"stream": "c", "obs": [0, 0, 0], "reward": 1.0})
+        assert r.status_code == 404 and r.json()["field"] == "stream"  # ended: it starts again with reward null
+        assert client.post("/v1/act", json={"stream": "e", "obs": [0, 0, 0]}).status_code == 200
+    server.close()
+    steps = server.state.transitions
+    server, client = _serve(tmp_path, max_streams=2, learn="inline")  # the same after a restart
+    with client:
+        st = client.get("/v1/status").json()
+        assert (st["streams"], st["outstanding"], st["steps"]) == (2, 2, steps)
+        assert client.post("/v1/act", json={"stream": "f", "obs": [0, 0, 0]}).status_code == 429
+        assert client.post("/v1/step", json={"stream": "c", "obs": [0, 0, 0]}).status_code == 429
+
+
+def test_a_stream_started_afresh_cuts_its_waiting_run_so_gae_does_not_chain_across_the_gap(tmp_path):
+    server, client = _serve(tmp_path, learn="inline", overrides={"rollout_steps": 50})
+    with client:
+        client.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0]})
+        for k in range(3):
+            client.post("/v1/step", json={"stream": "s", "obs": [0, 0, k], "reward": 1.0})
+        assert [t.truncated for t in server.learner.runs["s"]] == [False, False, False]
+        client.post("/v1/step", json={"stream": "s", "obs": [1, 1, 1]})  # a lost answer: the stream starts afresh
+        client.post("/v1/step", json={"stream": "s", "obs": [1, 1, 2], "reward": 1.0})
+        assert [t.truncated for t in server.learner.runs["s"]] == [False, False, True, False]
+        state = server.learner.state_dict()
+    server.close()
+    restored, _ = _serve(tmp_path, learn="inline", overrides={"rollout_steps": 50})  # the cut is in the checkpoint
+    assert [t.truncated for t in restored.learner.runs["s"]] == [False, False, True, False]
+    assert restored.learner.state_dict()["runs"] == state["runs"]
+    restored.close()

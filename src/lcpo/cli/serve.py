@@ -6,7 +6,7 @@ import argparse
 import ipaddress
 from pathlib import Path
 
-__all__ = ["add_parser", "cmd_serve", "is_loopback", "read_token", "SWITCH_INTERVAL_S"]
+__all__ = ["add_parser", "bind_socket", "cmd_serve", "is_loopback", "read_token", "SWITCH_INTERVAL_S"]
 
 #: ``sys.setswitchinterval`` of a server (seconds). With ``--learn thread`` the learner is a thread of the server
 #: process: while an update runs, a request waits up to this long for the GIL when it arrives and again after the
@@ -43,6 +43,29 @@ def read_token(path: Path) -> str:
     return token
 
 
+def bind_socket(host: str, port: int):
+    """A TCP socket bound to ``host:port`` (not yet listening), as uvicorn binds one: IPv6 for a host with a
+    colon, else IPv4, ``SO_REUSEADDR``. The CLI binds it before it touches the state folder or starts the
+    learner, and hands it to uvicorn.
+
+    Raises:
+        ValueError: the address cannot be bound (in use, not this machine's, a privileged port), naming the
+            host, the port and the reason.
+    """
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family=family)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+    except (OSError, UnicodeError) as exc:
+        sock.close()
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ValueError(f"cannot listen on {host} port {port}: {reason[:1].lower()}{reason[1:]}") from None
+    return sock
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``serve`` command."""
     p = subparsers.add_parser(
@@ -66,7 +89,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="environment argument (repeatable)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; any non-loopback "
                                                         "address requires --token-file)")
-    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    p.add_argument("--port", type=int, default=8765, help="port, 1-65535 (default 8765)")
     p.add_argument("--state", type=Path, required=True, metavar="DIR",
                    help="state folder: log, checkpoints (one server per folder; a restart continues it)")
     p.add_argument("--token-file", type=Path, default=None,
@@ -74,7 +97,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--fsync", choices=("always", "interval", "never"), default="interval",
                    help="when the log is flushed to disk: before every answer, every --fsync-interval seconds "
                         "(default), or when the kernel decides; kill -9 loses nothing acknowledged under any")
-    p.add_argument("--fsync-interval", type=float, default=0.05, metavar="S", help="seconds (default 0.05)")
+    p.add_argument("--fsync-interval", type=float, default=0.05, metavar="S",
+                   help="seconds, at most 3600 (default 0.05)")
     p.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
                    help="updates between checkpoints (default 1; 0: only at shutdown)")
     p.add_argument("--learn", choices=("process", "thread", "inline", "background"), default="process",
@@ -114,10 +138,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ValueError(f"--switch-interval must be in [1e-06, 0.1] seconds, got {args.switch_interval}")
     if not 0 <= args.learner_nice <= 19:
         raise ValueError(f"--learner-nice must be in [0, 19], got {args.learner_nice}")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be a non-negative integer, got {args.seed}")
+    if not 0 < args.fsync_interval <= 3600:
+        raise ValueError(f"--fsync-interval must be in (0, 3600] seconds, got {args.fsync_interval}")
     if args.checkpoint_every < 0:
         raise ValueError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
-    if not 0 <= args.port <= 65535:
-        raise ValueError(f"--port must be in [0, 65535], got {args.port}")
+    if not 1 <= args.port <= 65535:  # 0 would bind a port the server cannot tell its clients
+        raise ValueError(f"--port must be in [1, 65535], got {args.port}")
     try:
         import uvicorn
     except ImportError:
@@ -137,7 +165,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
                       learn=args.learn, keep_log=args.keep_log, max_body=args.max_body, max_streams=args.max_streams,
                       max_outstanding=args.max_outstanding, token=token, learner_nice=args.learner_nice)
     sys.setswitchinterval(args.switch_interval)  # other threads yield the GIL to the acting path
-    server = Server(cfg)
+    sock = bind_socket(args.host, args.port)  # before the state folder and the learner: a taken port stops here
+    try:
+        server = Server(cfg)
+    except KeyboardInterrupt:  # Ctrl-C while the agent is built or the log replayed: nothing was served
+        sock.close()
+        print(f"lcpo serve: interrupted while starting; nothing was answered (a restart on --state {args.state} "
+              "continues it)", file=sys.stderr, flush=True)
+        return 130
+    except BaseException:
+        sock.close()
+        raise
     try:
         # httptools with one socket write per answer and the decisions answered without an ASGI cycle
         # (lcpo.serve.http), uvloop if installed, no access log, no
@@ -147,13 +185,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                 access_log=False, lifespan="on", timeout_graceful_shutdown=30,
                                 limit_concurrency=4096, backlog=2048, http=http_protocol(app), loop="auto",
                                 proxy_headers=False, server_header=False)
-        print(f"lcpo serve: {args.agent} on {args.env or args.spec} at http://{args.host}:{args.port} "
+        url_host = f"[{args.host}]" if ":" in args.host and not args.host.startswith("[") else args.host
+        print(f"lcpo serve: {args.agent} on {args.env or args.spec} at http://{url_host}:{args.port} "
               f"(state {args.state}: {server.replayed} log records replayed, policy version "
               f"{server.learner.snapshot.version})", file=sys.stderr, flush=True)
-        # uvicorn drains on SIGTERM, runs the lifespan shutdown (learner drained, checkpoint), restores the
-        # handler it found and raises the signal again: this no-op handler turns that into a normal exit 0
-        signal.signal(signal.SIGTERM, lambda signum, frame: None)
-        uvicorn.Server(config).run()
+        # uvicorn drains on SIGTERM and SIGINT (Ctrl-C), runs the lifespan shutdown (learner drained,
+        # checkpoint), restores the handlers it found and raises the signal again: these no-op handlers turn
+        # that into a normal exit 0 (Python's own SIGINT handler would raise KeyboardInterrupt there)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, frame: None)
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
         server.close()
     if server.close_error is not None:  # raised in uvicorn's lifespan shutdown, which only logs it

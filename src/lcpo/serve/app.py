@@ -181,6 +181,12 @@ class Server:
         self.cfg = cfg
         self.started = time.time()
         state_dir = Path(cfg.state_dir)
+        if state_dir.exists() and not state_dir.is_dir():
+            raise ValueError(f"state folder {state_dir} is a file; give a folder (made if missing)")
+        # before the folder: an unknown agent, env or hyperparameter is named as such and leaves no folder behind,
+        # also where the folder was started with another configuration
+        env = _env_of(cfg)
+        agent = build_agent(env, cfg.agent, cfg.seed, cfg.overrides)
         state_dir.mkdir(parents=True, exist_ok=True)
         self._lock = _StateLock(state_dir)
         try:
@@ -194,8 +200,6 @@ class Server:
                     if old.get(k) != cfg.fixed()[k]:
                         raise ConfigMismatch(f"{state_dir} was started with {k}={old.get(k)!r}, not "
                                              f"{cfg.fixed()[k]!r}; use another --state folder")
-            env = _env_of(cfg)
-            agent = build_agent(env, cfg.agent, cfg.seed, cfg.overrides)
             self.env, self.agent_name = env, cfg.agent
             self.spaces = Spaces(env.observation_space, env.action_space)
             limits = Limits(cfg.max_streams, cfg.max_outstanding)
@@ -326,8 +330,9 @@ class Server:
                 results.append(self.step(item))
             except RequestError as exc:
                 self.counts["refused"] += 1
-                results.append({"error": str(exc), "field": None if exc.field is None else f"steps[{k}].{exc.field}",
-                                "status": exc.status})
+                field = exc.field if exc.field is None else (  # a step that is no JSON object is steps[k] itself
+                    f"steps[{k}]" if exc.field == "body" else f"steps[{k}].{exc.field}")
+                results.append({"error": str(exc), "field": field, "status": exc.status})
         return {"results": results}
 
     # -- reading -------------------------------------------------------------------------------------------------
@@ -422,7 +427,7 @@ def create_app(server: Server):
         if token is None:
             return
         got = headers.get(b"authorization", b"")
-        if not (got.startswith(b"Bearer ") and hmac.compare_digest(got[7:], token)):
+        if not (got[:7].lower() == b"bearer " and hmac.compare_digest(got[7:], token)):  # the scheme: any case
             raise RequestError(401, "missing or wrong bearer token (header 'Authorization: Bearer TOKEN')",
                                "authorization")
 
@@ -501,7 +506,21 @@ def create_app(server: Server):
         Route("/metrics", get(server.metrics, text=True), methods=["GET"]),
         Route("/openapi.json", get(lambda: OPENAPI), methods=["GET"]),
     ]
-    inner = Starlette(routes=routes, lifespan=lifespan)
+
+    async def refused(request, exc):  # an unknown path or method: the protocol's JSON, not Starlette's text
+        method, path = request.method, request.url.path
+        if exc.status_code == 404:
+            message = f"no endpoint {method} {path} (the endpoints: /openapi.json)"
+        elif exc.status_code == 405:
+            message = f"method {method} not allowed on {path}: use {(exc.headers or {}).get('Allow', 'another')}"
+        else:
+            message = str(exc.detail)
+        server.counts["refused"] += 1
+        return JSONResponse({"error": message, "field": None}, status_code=exc.status_code, headers=exc.headers)
+
+    from starlette.exceptions import HTTPException
+
+    inner = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: refused})
     inner.state.server = server
 
     async def app(scope, receive, send):
@@ -510,8 +529,9 @@ def create_app(server: Server):
             await inner(scope, receive, send)
             return
         if scope["method"] != "POST":
-            await send_json(send, 405, b'{"error":"method not allowed: use POST","field":null}',
-                            ((b"allow", b"POST"),))
+            server.counts["refused"] += 1
+            await send_json(send, 405, dumps({"error": f"method {scope['method']} not allowed on {scope['path']}: "
+                                                       "use POST", "field": None}), ((b"allow", b"POST"),))
             return
         headers = dict(scope["headers"])
         try:

@@ -28,6 +28,18 @@ def _floats(x) -> list:
     return np.asarray(x, dtype=np.float64).reshape(-1).tolist()
 
 
+def _step_body(stream: str, obs: Sequence[float], reward: float | None = None, terminated: bool = False,
+               truncated: bool = False, final_obs: Sequence[float] | None = None, info: dict | None = None) -> dict:
+    body: dict[str, Any] = {"stream": stream, "obs": _floats(obs)}
+    if reward is not None:
+        body.update(reward=float(reward), terminated=bool(terminated), truncated=bool(truncated))
+        if final_obs is not None:
+            body["final_obs"] = _floats(final_obs)
+        if info:
+            body["info"] = info
+    return body
+
+
 class ServeClient:
     """Client of one server.
 
@@ -73,14 +85,20 @@ class ServeClient:
         Returns:
             ``{"action": int | list[int], "decision": str, "policy_version": int}``.
         """
-        body: dict[str, Any] = {"stream": stream, "obs": _floats(obs)}
-        if reward is not None:
-            body.update(reward=float(reward), terminated=bool(terminated), truncated=bool(truncated))
-            if final_obs is not None:
-                body["final_obs"] = _floats(final_obs)
-            if info:
-                body["info"] = info
-        return self._post("/v1/step", body)
+        return self._post("/v1/step", _step_body(stream, obs, reward, terminated, truncated, final_obs, info))
+
+    def batch(self, steps: Sequence[dict]) -> list[dict]:
+        """``POST /v1/batch``: many steps in one request, applied in order, each exactly as :meth:`step`.
+
+        Args:
+            steps: 1 to 1,024 dicts of :meth:`step`'s arguments (``stream``, ``obs``, and optionally ``reward``,
+                ``terminated``, ``truncated``, ``final_obs``, ``info``).
+
+        Returns:
+            Per step, in order: its answer (as :meth:`step`'s) or, for a refused step (which changed nothing and
+            did not affect the others), ``{"error", "field", "status"}``.
+        """
+        return self._post("/v1/batch", {"steps": [_step_body(**s) for s in steps]})["results"]
 
     def act(self, stream: str, obs: Sequence[float]) -> dict:
         """``POST /v1/act``: a decision whose outcome comes later; returns as :meth:`step`."""
@@ -99,7 +117,11 @@ class ServeClient:
         """``GET /v1/status``."""
         r = self._http.get("/v1/status")
         if r.status_code != 200:
-            raise ServeError(r.status_code, r.text, None)
+            try:
+                doc = r.json()
+            except ValueError:
+                doc = {"error": r.text, "field": None}
+            raise ServeError(r.status_code, doc.get("error", ""), doc.get("field"))
         return r.json()
 
     def close(self) -> None:

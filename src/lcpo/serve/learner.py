@@ -238,7 +238,16 @@ class Learner:
 
     # -- learning --------------------------------------------------------------------------------------------------
     def consume(self, rec: dict) -> None:
-        """Apply one record to the replica and feed the transition it completes (module docstring)."""
+        """Apply one record to the replica and feed the transition it completes (module docstring).
+
+        A step with ``reward: null`` on a stream that has a waiting run starts it afresh: the stream's next
+        transition does not follow the run's last one, so that one is cut (marked truncated, unless it ended
+        its episode), as at the end of a stream's run, and GAE bootstraps from its ``next_obs`` there.
+        """
+        if rec.get("k") == "step" and rec.get("r") is None:
+            run = self.runs.get(rec["s"])
+            if run and not (run[-1].terminated or run[-1].truncated):
+                run[-1] = run[-1]._replace(truncated=True)
         out = self.replica.apply(rec)
         if out is not None:
             self.feed(*out)

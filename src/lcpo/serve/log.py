@@ -37,6 +37,8 @@ from lcpo.serve.protocol import dumps, loads
 __all__ = ["LogError", "TransitionLog", "LogReader", "discard_segments", "FSYNC_POLICIES"]
 
 FSYNC_POLICIES = ("always", "interval", "never")
+#: the longest ``fsync_interval_s`` (seconds): a power loss loses at most this much acknowledged history
+MAX_FSYNC_INTERVAL_S = 3600.0
 
 
 class LogError(ValueError):
@@ -85,8 +87,9 @@ class TransitionLog:
                  segment_bytes: int = 64 << 20):
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, got {fsync!r}")
-        if not fsync_interval_s > 0:
-            raise ValueError(f"fsync_interval_s must be > 0, got {fsync_interval_s!r}")
+        if not 0 < fsync_interval_s <= MAX_FSYNC_INTERVAL_S:  # (inf would crash the sync thread: no sync at all)
+            raise ValueError(f"fsync_interval_s must be in (0, {MAX_FSYNC_INTERVAL_S:g}] seconds, got "
+                             f"{fsync_interval_s!r}")
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.fsync, self.interval, self.segment_bytes = fsync, float(fsync_interval_s), int(segment_bytes)

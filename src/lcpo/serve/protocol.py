@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from lcpo.numerics.finite import F32_MAX
 from lcpo.online.loop import Transition
 
 try:  # optional (the serve extra): 5-10x faster than the json module on request bodies, answers and records
@@ -203,9 +204,16 @@ def _show(x: Any) -> str:
     return r if len(r) <= 40 else r[:37] + "..."
 
 
+def _json_type(v: Any) -> str:
+    """The JSON name of a parsed value's type (``null``, ``array``, ...)."""
+    if v is None:
+        return "null"
+    return {bool: "boolean", int: "number", float: "number", str: "string", list: "array"}.get(type(v), "object")
+
+
 def _fields(body: Any, required: tuple, optional: tuple) -> dict:
     if not isinstance(body, dict):
-        raise RequestError(400, f"the request body must be a JSON object, got {type(body).__name__}")
+        raise RequestError(400, f"the request body must be a JSON object, got {_json_type(body)}", "body")
     unknown = sorted(set(body) - set(required) - set(optional))
     if unknown:
         raise RequestError(422, f"unknown field {_show(unknown[0])}; allowed: {', '.join(required + optional)}", unknown[0])
@@ -233,6 +241,9 @@ def _reward(v: Any, nullable: bool) -> float | None:
         v = math.inf
     if not math.isfinite(v):
         raise RequestError(422, f"reward must be finite, got {v!r}", "reward")
+    if not -F32_MAX <= v <= F32_MAX:  # the agents refuse it when they learn: the learner would fail on it for good
+        raise RequestError(422, f"reward must be within the float32 range the agents train in (|reward| <= "
+                                f"{F32_MAX:.4g}), got {v:.6g}", "reward")
     return v
 
 
@@ -301,7 +312,9 @@ class ServerState:
     Attributes:
         records: records applied. decisions: decisions made. transitions: transitions completed.
         streams: stream name -> deque of outstanding ``(n, obs (obs_dim,) float32, logged action)``,
-            in the order streams were first seen.
+            in the order streams were first seen. A stream whose every decision is observed is forgotten (a
+            ``/v1/observe`` of its last outstanding decision ends it), so it no longer counts toward
+            ``max_streams``; the same name may start again later.
     """
 
     def __init__(self, spaces: Spaces, limits: Limits | None = None):
@@ -345,8 +358,9 @@ class ServerState:
         q = self.streams.get(stream)
         rec = {"k": "step", "s": stream, "o": obs, "r": reward}
         if reward is None:
-            for k in ("terminated", "truncated", "final_obs", "info"):
-                if body.get(k) not in (None, False):
+            for k in ("terminated", "truncated", "final_obs", "info"):  # absent or null; flags may also be false
+                v = body.get(k)
+                if v is not None and not (v is False and k in ("terminated", "truncated")):
                     raise RequestError(422, f"{k} belongs to the previous action's reward; with reward null "
                                             "(the stream's first step) leave it out", k)
             self._can_decide(stream, dropping=len(q) if q else 0)
@@ -424,7 +438,10 @@ class ServerState:
             if stream is None or self.streams[stream][0][0] != n:
                 raise ValueError(f"log record {self.records} observes decision {n}, which is not the oldest "
                                  "outstanding decision of its stream")
-            _, obs, action = self.streams[stream].popleft()
+            q = self.streams[stream]
+            _, obs, action = q.popleft()
+            if not q:  # every decision of the stream observed: it is forgotten (and may start again at any time)
+                del self.streams[stream]
             done = True
             if transitions:
                 out = (stream, self._transition(obs, action, rec, vec(rec["n"])))
@@ -487,6 +504,8 @@ class ServerState:
         self.transitions = int(doc["transitions"])
         self.streams, self._owner = {}, {}
         for s, items in doc["streams"]:
+            if not items:  # a stream with nothing outstanding, as states written before streams were forgotten hold
+                continue
             q = self.streams[s] = deque()
             for n, o, a in items:
                 q.append((int(n), np.asarray(o, dtype=np.float32), a))
