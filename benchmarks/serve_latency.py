@@ -253,7 +253,7 @@ async def _measure(port: int, n_streams: int, seconds: float, rate: float | None
         await s.connect()
         await s.step()  # the stream's first step (reward null)
     # every request of the row, encoded before the clock starts (a generous bound on how many can be sent)
-    per_conn = int(seconds * (rate / n_streams if rate else 20_000 / n_streams)) + 2
+    per_conn = int(seconds * (rate / n_streams if rate else 60_000 / n_streams)) + 2
     requests = [[s.next_request() for _ in range(per_conn)] for s in streams]
     before = _status(port)
     kids = _children(pid)  # a learner process (--learn process): its CPU counts as the server's
