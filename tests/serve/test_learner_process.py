@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from lcpo.serve.log import LogError, LogReader, TransitionLog, discard_segments
+from test_process import _wait_ready  # the server-start wait, shared with the kill -9 tests
 
 SPEC = {"observation": {"size": 3, "low": -5.0, "high": 5.0}, "action": {"discrete": 3}}
 
@@ -217,19 +218,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_ready(http, proc) -> None:
-    import httpx
-
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"server exited with {proc.returncode} while starting"
-        try:
-            if http.get("/v1/status").status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("server did not start within 180 s")
 
 
 def _cli_server(tmp_path, port: int) -> subprocess.Popen:
