@@ -372,3 +372,39 @@ def test_a_seed_from_a_modified_tree_beside_a_clean_one_of_the_same_commit_is_mi
     assert "WindyPendulum-v0/wind-1/lcpo: aaaaaaa, aaaaaaa+dirty" in md
     assert "wind-1/a2c: " not in md  # every a2c seed from the same modified tree: pooled, counted
     assert "4 run(s) ran from a tree with uncommitted changes" in md
+
+
+def test_wall_time_counts_each_population_once(tmp_path):
+    """Seeds of one population share its wall time: a 4-seed population of 100 s plus one solo run of 20 s ran
+    in 120 s of process time, not 420 s."""
+    runs = make_runs({("wind-1", "lcpo"): [-100.0, -101.0, -99.0, -100.5], ("wind-1", "a2c"): [-150.0]})
+    runs["wall_time_s"] = [100.0] * 4 + [20.0]
+    runs["population_size"] = [4, 4, 4, 4, 1]
+    from lcpo.experiments.report import process_wall_time
+
+    assert process_wall_time(runs) == pytest.approx(120.0)
+    assert process_wall_time(runs.drop(columns="population_size")) == pytest.approx(420.0)  # older stores
+    md = write_report(runs, pd.DataFrame(columns=["run_id", "episode", "step", "return"]), tmp_path).read_text()
+    assert "5,000 environment steps in 2.0 min of summed process wall time" in md
+    runs.loc[0, "population_size"] = 0
+    with pytest.raises(ValueError, match="population_size must be >= 1, got 0"):
+        process_wall_time(runs)
+
+
+def test_store_records_population_size(tmp_path):
+    """The store's population_size comes from summary.json's population record (1 when there is none)."""
+    import json
+
+    from lcpo.experiments.store import collect
+
+    for name, population in (("a2c-s0", {"size": 3, "seeds": [0, 1, 2]}), ("a2c-s1", None)):
+        d = tmp_path / name
+        d.mkdir()
+        cfg = {"agent": "a2c", "env": "lcpo/WindyPendulum-v0", "seed": int(name[-1]), "steps": 10}
+        (d / "config.json").write_text(json.dumps(cfg))
+        summary = {"config": cfg, "lifelong_return": -1.0, "steps": 10, "wall_time_s": 3.0}
+        if population is not None:
+            summary["population"] = population
+        (d / "summary.json").write_text(json.dumps(summary))
+    runs, _ = collect(tmp_path, episodes=False)
+    assert dict(zip(runs.run_id, runs.population_size)) == {"a2c-s0": 3, "a2c-s1": 1}

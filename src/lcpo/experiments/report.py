@@ -60,8 +60,8 @@ from lcpo.experiments.stats import (MeanCI, holm, iqm, iqm_ci, mean_ci, minmax_b
 from lcpo.experiments.store import load_store
 from lcpo.persistence.provenance import UNKNOWN, MixedCodeError, mixed_code_cells
 
-__all__ = ["across_cells", "check_code", "comparison_table", "lifelong_table", "normalized_table", "rank_table",
-           "report", "write_report"]
+__all__ = ["across_cells", "check_code", "comparison_table", "lifelong_table", "normalized_table",
+           "process_wall_time", "rank_table", "report", "write_report"]
 
 _ROW_BASE = ["env", "trace"]
 _ROW_OPTIONAL = ["trace_length", "steps", "warmup_steps", "reset"]
@@ -426,6 +426,36 @@ def _seeds_text(table: pd.DataFrame) -> str:
     return (f"{count} (column n of lifelong_return.csv). The t interval's coverage is exact for normal scores "
             f"at any n >= 2 (simulated: about 95% at 3, 5 and 10 seeds; tests/experiments/test_stats.py); with few "
             f"seeds it is wide, as it should be.")
+
+
+def process_wall_time(runs: pd.DataFrame) -> float:
+    """The summed wall time (s) of the processes that ran ``runs``, each population counted once.
+
+    A run trained in a population of N seeds records the population's wall time (``wall_time_s``), shared by its
+    N seeds, so each contributes ``wall_time_s / N`` (column ``population_size``, 1 when absent): summing
+    ``wall_time_s`` over the seeds would count a 10-seed population's time ten times.
+
+    Args:
+        runs: the store's per-run table (``wall_time_s`` float seconds, NaN for unfinished runs; optional
+            ``population_size`` int >= 1).
+
+    Returns:
+        float seconds (0.0 when no run has a wall time).
+
+    Raises:
+        ValueError: if a ``population_size`` is below 1.
+
+    Example:
+        >>> process_wall_time(pd.DataFrame({"wall_time_s": [60.0, 60.0, 10.0], "population_size": [2, 2, 1]}))
+        70.0
+    """
+    wall = runs["wall_time_s"].to_numpy(dtype=float)
+    if "population_size" not in runs.columns:
+        return float(np.nansum(wall))
+    size = runs["population_size"].fillna(1).to_numpy(dtype=float)
+    if (size < 1).any():
+        raise ValueError(f"population_size must be >= 1, got {size[size < 1][0]:g}")
+    return float(np.nansum(wall / size))
 
 
 def _duration(seconds: float) -> str:
@@ -793,13 +823,14 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
     comp.to_csv(out_dir / "comparisons.csv", index=False)
 
     status = runs["status"].value_counts().to_dict()
-    wall = float(np.nansum(runs["wall_time_s"].to_numpy(dtype=float)))
+    wall = process_wall_time(runs)
     steps = float(np.nansum(runs["steps_done"].to_numpy(dtype=float)))
     pct = round(confidence * 100)
     md = [f"# {title}", "",
           (f"{len(runs)} runs: " + ", ".join(f"{v} {k}" for k, v in sorted(status.items())) + ". "
-           f"{int(steps):,} environment steps in {_duration(wall)} of summed run wall time "
-           f"({steps / wall if wall > 0 else float('nan'):,.0f} steps/s per run on average)."), "",
+           f"{int(steps):,} environment steps in {_duration(wall)} of summed process wall time (a population's "
+           f"wall time counted once, not once per seed; {steps / wall if wall > 0 else float('nan'):,.0f} "
+           f"environment steps per wall-second of a process on average)."), "",
           (f"Lifelong return: mean episodic return of the episodes ending after the warm-up, averaged over seeds, "
            f"with a {pct}% Student-t interval across seeds (mean +- t * s / sqrt(n); none for a one-seed cell). "
            f"{MARK_BELOW_LCPO} / {MARK_ABOVE_LCPO} after a baseline's value: LCPO is significantly above / "

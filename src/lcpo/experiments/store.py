@@ -23,6 +23,9 @@ wall_time_s,
 steps_per_s,
 constrained_fraction,
 ood_fraction
+population_size        the number of seeds of the population the run trained in (summary.json
+                       ``population.size``; 1 for a run trained alone or one that recorded none): its
+                       ``wall_time_s`` is the whole population's, shared by its seeds
 code_commit,           the git commit and dirty flag the run recorded (summary.json ``code``,
 code_dirty             :mod:`lcpo.persistence.provenance`); None for runs that recorded none
 diag/<column>          mean of each numeric column of the run's diagnostics.csv
@@ -148,6 +151,9 @@ def _run_row(runs_dir: Path, run_id: str, config: dict | None) -> dict[str, Any]
     for key in SUMMARY_FIELDS:
         value = (summary or {}).get(key, np.nan)
         row["steps_done" if key == "steps" else key] = np.nan if value is None else value
+    population = (summary or {}).get("population")
+    size = population.get("size") if isinstance(population, dict) else None
+    row["population_size"] = int(size) if isinstance(size, int) and size >= 1 else 1
     code = (summary or {}).get("code") or {}
     row["code_commit"] = code.get("commit") or None  # None: the run recorded no commit (older runs, no git)
     row["code_dirty"] = code.get("dirty")
