@@ -23,7 +23,8 @@ and the library's statistics (:mod:`lcpo.experiments.report`, :mod:`lcpo.experim
    so optimistic);
 3. which differences are significant, in words, and LCPO's rank per cell;
 4. across cells (Agarwal et al. 2021): the paper's Figure 3a CDF of min-max normalized returns, IQM with a
-   stratified-bootstrap interval, probability of improvement, performance profiles;
+   stratified-bootstrap interval, probability of improvement, performance profiles; a cell where a single agent
+   finished has no min-max scale and is left out (named);
 5. forgetting as lost return per agent with Student-t intervals over seeds (:mod:`lcpo.experiments.forgetting`:
    frozen snapshots on the trace's reference context regimes; cached in ``DIR/forgetting_cache``);
 6. the straggler score both ways (after the paper's 3.5M-sample learning period and over the whole run) when the
@@ -253,11 +254,21 @@ def across_section(runs: pd.DataFrame, folder: Path) -> list[str]:
     table = lifelong_table(runs)
     norm = normalized_table(table)
     norm.to_csv(folder / "normalized_return.csv", index=False)
-    online = [s for s in dict.fromkeys(done["scheme"]) if not s.startswith("prescient")]
+    online = [s for s in dict.fromkeys(norm["scheme"]) if not s.startswith("prescient")]
     online = sorted(online, key=lambda s: (s != "lcpo", s))
-    cells = done.groupby(["env", "trace"]).ngroups
-    lines = ["## Across cells (paper Figure 3a; Agarwal et al. 2021)", "",
-             (f"{cells} cell(s) with finished runs. Each run's lifelong return is min-max normalized by its cell's "
+    agents_per_cell = done.groupby(["env", "trace"])["scheme"].nunique()
+    cells = int((agents_per_cell >= 2).sum())
+    alone = agents_per_cell[agents_per_cell < 2]
+    lone = [f"{_short(env)} `{trace}` {done[(done['env'] == env) & (done['trace'] == trace)]['scheme'].iloc[0].upper()}"
+            for env, trace in alone.index]
+    left_out = (f" Left out: {len(lone)} cell(s) where a single agent finished ({', '.join(lone)}): min-max "
+                "normalization needs two agent means, and would score a lone agent 1, the best, against nobody."
+                if lone else "")
+    lines = ["## Across cells (paper Figure 3a; Agarwal et al. 2021)", ""]
+    if not cells:
+        return lines + [f"No cell has two finished agents yet: nothing to normalize or aggregate.{left_out}", ""]
+    lines += [(f"{cells} cell(s) with at least two finished agents.{left_out} Each run's lifelong return is "
+              "min-max normalized by its cell's "
               "lowest and highest agent mean (prescient agents included): 0 = the worst agent mean of the cell, "
               "1 = the best. IQM: the mean of the middle half of an agent's normalized runs pooled over its cells, "
               "95% stratified-bootstrap interval (seeds resampled within cells, 2,000 resamples, generator seed 0; "

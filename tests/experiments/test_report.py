@@ -294,6 +294,28 @@ def test_across_cells_iqm_and_probability_of_improvement(tmp_path):
     assert pd.read_csv(tmp_path / "iqm.csv")["scheme"].tolist()[0] == "lcpo"
 
 
+def test_a_cell_with_one_scheme_is_left_out_of_the_normalized_aggregates():
+    """A cell where a single scheme finished has no min-max scale (lowest = highest mean): it was scored 1, "the
+    best", for that scheme against nobody, lifting its IQM (the study's wind-3 A2C cell, issue 27 item 6)."""
+    from lcpo.experiments.report import across_cells, lifelong_table, normalized_table
+
+    cells = {("wind-4", "lcpo"): [-280.0, -276.0, -284.0, -281.0], ("wind-4", "a2c"): [-300.0, -310.0, -290.0, -302.0],
+             ("wind-4", "trpo"): [-700.0, -650.0, -760.0, -720.0], ("wind-3", "a2c"): [-263.0, -250.0, -270.0, -240.0],
+             ("wind-2", "ppo"): [-400.0, -410.0]}
+    runs = make_runs(cells)
+    table = lifelong_table(runs)
+    norm = normalized_table(table)
+    assert set(norm["trace"]) == {"wind-4"} and len(norm) == 3
+    agg = across_cells(runs, table, seed=0)
+    iq = agg["iqm"].set_index("scheme")
+    assert iq.loc["a2c", "cells"] == 1 and iq.loc["a2c", "runs"] == 4  # wind-4 only
+    low, high = np.mean(cells[("wind-4", "trpo")]), np.mean(cells[("wind-4", "lcpo")])  # the cell's agent means
+    a2c = np.sort([(x - low) / (high - low) for x in cells[("wind-4", "a2c")]])
+    assert iq.loc["a2c", "iqm"] == pytest.approx(a2c[1:3].mean()) and iq.loc["a2c", "iqm"] < 0.96  # middle 2 of 4
+    assert "ppo" not in iq.index and "ppo" not in agg["profiles"]  # in no cell with a second scheme
+    assert agg["poi"].set_index("baseline").loc["a2c", "cells"] == 1
+
+
 def test_mixed_code_is_refused_unless_allowed_and_then_stated(tmp_path):
     from lcpo.persistence.provenance import MixedCodeError
 

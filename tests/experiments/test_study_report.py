@@ -289,3 +289,25 @@ def test_a_populations_wall_time_is_counted_once(study, tmp_path):
     wall = {(r[1], r[2]): r[5] for r in rows}
     assert wall[("wind-1", "lcpo")] == "2.50 h (7.50 h summed over seeds)"
     assert wall[("wind-1", "a2c")] == f"{(3600 * 3 + 0 + 1 + 2) / 3600:.2f} h"  # solo runs: each counts
+
+
+def test_a_cell_where_one_agent_finished_is_left_out_of_the_aggregates(study, tmp_path):
+    """docs/results/study/report.md pooled wind-3, where only A2C had finished, into A2C's IQM: min-max
+    normalization of a cell with one agent mean scored every A2C seed 1, "the best", against nobody (A2C's IQM
+    0.99 beside LCPO's 1.00). Such a cell has no scale; it is left out and named."""
+    import shutil
+
+    import pandas as pd
+
+    folder = _write_synthetic(tmp_path / "lone", agents=("lcpo", "a2c", "trpo"))
+    for run in (folder / "runs").glob("WindyPendulum-v0_wind-3_lcpo_*"):
+        shutil.rmtree(run)  # wind-3: A2C alone (TRPO never ran there)
+    text = study.report(folder, forgetting=False).read_text()
+    iqm = _rows(text, "| agent | cells | runs | IQM")
+    assert [iqm[a][1:3] for a in ("LCPO", "A2C", "TRPO")] == [["1", "3"], ["1", "3"], ["1", "3"]]
+    assert ("1 cell(s) with at least two finished agents. Left out: 1 cell(s) where a single agent finished "
+            "(WindyPendulum-v0 `wind-3` A2C)") in text
+    assert set(pd.read_csv(folder / "normalized_return.csv")["trace"]) == {"wind-1"}
+    only = study.report(_write_synthetic(tmp_path / "only", agents=("a2c",)), forgetting=False).read_text()
+    assert "No cell has two finished agents yet: nothing to normalize or aggregate." in only
+    assert "| agent | cells | runs | IQM" not in only

@@ -307,7 +307,9 @@ def across_cells(runs: pd.DataFrame, table: pd.DataFrame, confidence: float = 0.
     """Aggregates over rows (env, trace, ...) of normalized scores (Agarwal et al. 2021).
 
     Each run's lifelong return is min-max normalized by its row's lowest and highest scheme mean (paper
-    Figure 3's scale; :func:`lcpo.experiments.stats.minmax_bounds`). Per online scheme: the IQM over its rows
+    Figure 3's scale; :func:`lcpo.experiments.stats.minmax_bounds`); a row where a single scheme finished has no
+    such scale and is left out of the IQM and the profiles (it would score that scheme 1, the best, against
+    nobody; a scheme with no other row gets no IQM row). Per online scheme: the IQM over its rows
     with a stratified-bootstrap interval; per LCPO scheme and online baseline: the probability of improvement
     over their common rows with its interval; per online scheme: the performance profile with bands.
 
@@ -323,12 +325,20 @@ def across_cells(runs: pd.DataFrame, table: pd.DataFrame, confidence: float = 0.
         scores.setdefault(k[-1], {})[_cell_name(k[:-1])] = g["lifelong_return"].to_numpy(dtype=float)
     if not scores:
         return {"iqm": pd.DataFrame(), "poi": pd.DataFrame(), "profiles": {}}
-    bounds = minmax_bounds(scores)
-    norm = {s: normalize_runs(c, bounds) for s, c in scores.items()}
+    schemes_in: dict[str, int] = {}
+    for cells in scores.values():
+        for c in cells:
+            schemes_in[c] = schemes_in.get(c, 0) + 1
+    scaled = {s: {c: x for c, x in cells.items() if schemes_in[c] >= 2} for s, cells in scores.items()}
+    scaled = {s: cells for s, cells in scaled.items() if cells}
+    bounds = minmax_bounds(scaled) if scaled else {}
+    norm = {s: normalize_runs(c, bounds) for s, c in scaled.items()}
     online = [s for s in _ordered_schemes(done) if not _is_prescient(s)]
     taus = np.linspace(-0.25, 1.25, 121)
     iqm_rows, poi_rows, profiles = [], [], {}
     for i, s in enumerate(online):
+        if s not in norm:
+            continue
         c = norm[s]
         if any(v.size >= 2 for v in c.values()):
             ci = iqm_ci(c, n_resamples=n_resamples, confidence=confidence, seed=seed + i)
@@ -392,12 +402,17 @@ def _comparison_md(comp: pd.DataFrame) -> str:
 def normalized_table(table: pd.DataFrame) -> pd.DataFrame:
     """Per row, every scheme's mean min-max normalized across schemes (paper Figure 3).
 
+    A row with a single scheme has no scale (its lowest and highest mean are one) and is left out: normalizing
+    it would score that scheme 1, "the best", against nobody.
+
     Returns:
-        ``table``'s row keys, ``scheme`` and ``normalized`` in [0, 1].
+        ``table``'s row keys, ``scheme`` and ``normalized`` in [0, 1], for the rows with at least 2 schemes.
     """
     keys = _keys_of(table)
     parts = []
     for _, grp in table.groupby(keys, sort=False, dropna=False):
+        if len(grp) < 2:
+            continue
         grp = grp[keys + ["scheme"]].assign(normalized=normalize_scores(grp["mean"].to_numpy(dtype=float)))
         parts.append(grp)
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=keys + ["scheme", "normalized"])
