@@ -86,20 +86,33 @@ def load(folders: Path | list[Path]) -> pd.DataFrame:
 
     Raises:
         FileNotFoundError: a folder is not a sweep folder (named).
+        ValueError: a folder given twice, or a run id in two folders (a copy of a sweep folder, the same config
+            run into two): its seeds would count twice (names the run and both folders).
     """
     from lcpo.experiments.store import collect, runs_root
 
     frames = []
+    where: dict[str, Path] = {}  # run id -> the folder it was found in
+    given: set[Path] = set()
     for folder in [folders] if isinstance(folders, (str, Path)) else folders:
         folder = Path(folder)
         if not folder.is_dir():
             raise FileNotFoundError(f"{folder}: no such sweep folder")
+        if folder.resolve() in given:
+            raise ValueError(f"{folder} is given twice (--out and --include name one folder): its seeds would "
+                             "count twice")
+        given.add(folder.resolve())
         manifest = folder / "sweep.json"
         ids = [s["run_id"] for s in json.loads(manifest.read_text())["specs"]] if manifest.is_file() else []
         root = runs_root(folder)
         known = set(ids)
         ids += [p.name for p in sorted(root.iterdir()) if p.is_dir() and p.name not in known
                 and any((p / f).is_file() for f in ("summary.json", "config.json", "error.json"))]
+        for rid in ids:
+            if rid in where:
+                raise ValueError(f"run {rid} is in {where[rid]} and in {folder}: its seed would count twice; give "
+                                 "each run's folder once")
+            where[rid] = folder
         runs, _ = collect(folder, run_ids=ids, episodes=False)
         if runs.empty:
             continue
@@ -474,8 +487,12 @@ def main(argv=None) -> int:
     if a.command == "harvest":
         pb.harvest([a.out, *a.include], a.force)
     else:
-        path = report(a.out, include=a.include, allow_mixed_code=a.allow_mixed_code, forgetting=not a.no_forgetting,
-                      regimes=a.regimes, episodes=a.episodes, episode_steps=a.episode_steps)
+        try:
+            path = report(a.out, include=a.include, allow_mixed_code=a.allow_mixed_code,
+                          forgetting=not a.no_forgetting, regimes=a.regimes, episodes=a.episodes,
+                          episode_steps=a.episode_steps)
+        except (FileNotFoundError, ValueError) as exc:  # a refused folder or cell (MixedCodeError): one line
+            raise SystemExit(f"study.py report: error: {exc}") from None
         print(f"wrote {path}")
     return 0
 

@@ -108,3 +108,13 @@ def test_bug_in_the_users_environment_keeps_its_traceback(capsys, tmp_path, monk
 def test_lcpo_own_bad_input_errors_stay_one_line(capsys, tmp_path):
     rc, err = _run(capsys, tmp_path, "--agent", "a2c", "--set", "gamma=2", "--steps", "50")
     assert rc == 2 and err.startswith("lcpo: error: ") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("seeds, named", [(["0-999", "5"], "seed 5 is given twice (0-999 5)"),
+                                          (["0-9000", "9001-10000"], "seed '9001-10000' names 10,001 seeds")])
+def test_seed_errors_across_words_quote_the_words_as_typed(capsys, tmp_path, seeds, named):
+    """`--seed 0-999 5` said "seed 5 is given twice (0 1 2 ... 999 5)": a 3,900-character line listing every seed
+    of the range, and `--seed 0-9000 9001-10000` named the word '10000', which the user never typed."""
+    rc, err = _run(capsys, tmp_path, "--agent", "a2c", "--steps", "50", "--seed", *seeds)
+    assert rc == 2 and named in err and len(err.strip().splitlines()) == 1 and len(err) < 200, err
+    assert not (tmp_path / "runs").exists()

@@ -97,3 +97,24 @@ def test_dry_run_shows_how_the_runs_group_into_population_tasks(capsys, tmp_path
     assert main(["sweep", str(config), "--out", str(tmp_path / "s"), "--dry-run", "--only", "*wind-1_a2c*"]) == 0
     assert "to start: 2 run(s) (0 finished, skipped) as 1 task(s): 1 of 2 seeds" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("flags, repeated", [
+    ([], ""), (["--population", "16"], ""),
+    (["--population", "2"], " --population 2"),
+    (["--no-batch"], " --no-batch"), (["--no-batch", "--population", "2"], " --no-batch"),
+    (["--device", "cuda:1", "--population", "4"], " --population 4 --device cuda:1")])
+def test_the_resume_line_of_a_stopped_sweep_repeats_how_its_populations_ran(flags, repeated):
+    """A sweep run with --population 2 and stopped by Ctrl-C said "to resume: lcpo sweep C --out O --workers 1":
+    followed as printed, the default of 16 seeds per task grouped the stopped population's seeds with seeds not
+    started, whose checkpoints stand at other steps, so they all ran one by one; --device was dropped too."""
+    import signal
+
+    from lcpo.cli.sweep import _stopped_line
+    from lcpo.experiments.runner import RunOutcome, SweepInterrupted
+
+    args = build_parser().parse_args(["c.toml", "--out", "o", "--workers", "1", *flags])
+    stopped = SweepInterrupted(signal.SIGINT, False, [RunOutcome("r0", "interrupted"), RunOutcome("r1", "pending")])
+    line = _stopped_line(stopped, args, "o")
+    assert line.endswith(f"to resume: lcpo sweep c.toml --out o --workers 1{repeated}"), line
+    assert len(line.splitlines()) == 1

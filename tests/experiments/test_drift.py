@@ -79,6 +79,24 @@ def test_snapshot_cadence_resume_and_drift_equal_the_analytic_kl(tmp_path):
     assert len(load_snapshots(tmp_path)) == 2
 
 
+def test_a_probe_resumed_between_an_update_and_a_multiple_records_the_next_update(tmp_path):
+    """A run checkpointed at step 210 (probes every 100 steps; the last update at 150, the next at 240) and
+    resumed never recorded k = 2: the resume took 210 // 100 as the multiple already recorded (the same defect
+    as the compact snapshots', lcpo.experiments.snapshots)."""
+    _, agent, _ = _agent_with_two_regimes(40, 24)
+    probe = PolicyProbe(tmp_path / "once", every=100, per_snapshot=8, seed=3)
+    for step in (150, 240, 330):
+        probe.on_update(step, agent)
+    cut = PolicyProbe(tmp_path / "cut", every=100, per_snapshot=8, seed=3)
+    cut.on_update(150, agent)
+    again = PolicyProbe(tmp_path / "cut", every=100, per_snapshot=8, seed=3)
+    again.resume_from(210)
+    for step in (240, 330):
+        again.on_update(step, agent)
+    assert [s["step"] for s in load_snapshots(tmp_path / "cut")] == [150, 240, 330]
+    assert [s["step"] for s in load_snapshots(tmp_path / "once")] == [150, 240, 330]
+
+
 def test_run_records_snapshots_only_when_asked_and_keeps_old_run_ids(tmp_path):
     cfg = RunConfig(trace="wind-3", trace_length=2000, agent="a2c", steps=1000, probe_every=400,
                     checkpoint_every=0)

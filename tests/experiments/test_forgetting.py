@@ -177,6 +177,34 @@ def test_every_run_keeps_compact_snapshots_and_a_resumed_run_the_same_ones(tmp_p
         np.testing.assert_array_equal(again.params[k], v)
 
 
+@pytest.mark.parametrize("population", [False, True])
+def test_a_run_resumed_between_an_update_and_a_snapshot_multiple_keeps_every_snapshot(tmp_path, population):
+    """A run checkpointed at step 250 (snapshots every 50 steps, updates every 20: the last update at 240, the
+    next at 260) and resumed lost its snapshot at 260: the resume took the checkpoint's step, not the last
+    snapshot's, as the multiple of ``every`` already covered (found by Ctrl-C of `lcpo run --seed 0-2
+    --checkpoint-every 500` at step 5,500 and `lcpo resume`: 31 snapshots, the uninterrupted run 32)."""
+    from lcpo.online.population import execute_population
+
+    def run(out, **kw):
+        cfgs = [RunConfig(env="lcpo/WindyPendulum-v0", trace="wind-3", trace_length=1600, agent="a2c", steps=1600,
+                          seed=s, checkpoint_every=250, overrides={"hidden": [16], "rollout_steps": 20})
+                for s in ((0, 1) if population else (0,))]
+        if population:
+            return execute_population(cfgs, [out / f"s{c.seed}" for c in cfgs], **kw)
+        return [execute(cfgs[0], out / "s0", **kw)]
+
+    run(tmp_path / "once")
+    assert run(tmp_path / "cut", stop_at=250)[0] == {"interrupted_at": 250}
+    run(tmp_path / "cut")
+    for seed in ((0, 1) if population else (0,)):
+        snaps = load_run_snapshots(tmp_path / "once" / f"s{seed}")
+        assert 260 in snaps.steps
+        again = load_run_snapshots(tmp_path / "cut" / f"s{seed}")
+        np.testing.assert_array_equal(again.steps, snaps.steps)
+        for k, v in snaps.params.items():
+            np.testing.assert_array_equal(again.params[k], v)
+
+
 def test_snapshot_files_are_not_git_ignored_in_the_committed_results():
     import subprocess
     from pathlib import Path

@@ -311,3 +311,34 @@ def test_a_cell_where_one_agent_finished_is_left_out_of_the_aggregates(study, tm
     only = study.report(_write_synthetic(tmp_path / "only", agents=("a2c",)), forgetting=False).read_text()
     assert "No cell has two finished agents yet: nothing to normalize or aggregate." in only
     assert "| agent | cells | runs | IQM" not in only
+
+
+def test_a_run_in_two_given_folders_is_refused_not_counted_twice(study, tmp_path):
+    """`study.py report --out S --include S` (or --include a copy of S) put every seed in the tables twice: the
+    cells showed 8 seeds for 4 and Student-t intervals narrowed as if they were independent."""
+    import shutil
+
+    folder = _write_synthetic(tmp_path / "main", agents=("lcpo", "a2c"))
+    copy = Path(shutil.copytree(folder, tmp_path / "copy"))
+    with pytest.raises(ValueError, match=r"main/runs/.. is given twice"):
+        study.report(folder, include=[folder / "runs" / ".."], forgetting=False)
+    with pytest.raises(ValueError, match=r"run WindyPendulum-v0_wind-1_lcpo_s0 is in .*main and in .*copy"):
+        study.report(folder, include=[copy], forgetting=False)
+    assert not (folder / "report.md").exists()  # refused before anything is written
+    with pytest.raises(SystemExit) as info:  # the command: one line, no traceback
+        study.main(["report", "--out", str(folder), "--include", str(copy), "--no-forgetting"])
+    assert "run WindyPendulum-v0_wind-1_lcpo_s0 is in" in str(info.value.code)
+
+
+def test_mixed_commits_are_one_line_from_the_command(study, tmp_path):
+    """The refusal of a cell whose seeds ran on different code ended `study.py report` with a traceback."""
+    folder = _write_synthetic(tmp_path / "mixed", agents=("lcpo", "a2c"))
+    f = folder / "runs" / "WindyPendulum-v0_wind-1_a2c_s0" / "summary.json"
+    s = json.loads(f.read_text())
+    s["code"] = {"commit": "0123456789abcdef", "dirty": False}
+    f.write_text(json.dumps(s))
+    with pytest.raises(SystemExit) as info:
+        study.main(["report", "--out", str(folder), "--no-forgetting"])
+    message = str(info.value.code)
+    assert "pools seeds that ran on different code" in message and "--allow-mixed-code" in message
+    assert len(message.splitlines()) == 1

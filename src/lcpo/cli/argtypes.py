@@ -11,7 +11,7 @@ import math
 from lcpo.experiments.config import MAX_SEED, MAX_SEEDS  # a stdlib-only module: the help stays fast
 
 __all__ = ["LcpoParser", "DefaultsHelpFormatter", "parse_count", "int_at_least", "positive_int", "nonneg_int",
-           "parse_seeds", "seed_list"]
+           "parse_seeds", "seed_list", "seed_word"]
 
 
 def parse_count(text: str) -> int | None:
@@ -132,3 +132,11 @@ def seed_list(text: str) -> list[int]:
         return parse_seeds([text])
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def seed_word(text: str) -> str:
+    """An argparse ``type`` for one ``--seed`` word: the word as typed, once it names valid seeds, so that
+    :func:`parse_seeds` of all the words can check them together and quote them as given (``0-999 5``, not
+    the thousand seeds of the range)."""
+    seed_list(text)
+    return text

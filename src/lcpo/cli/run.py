@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from lcpo.agents import AGENTS
-from lcpo.cli.argtypes import nonneg_int, parse_seeds, positive_int, seed_list
+from lcpo.cli.argtypes import nonneg_int, parse_seeds, positive_int, seed_word
 from lcpo.cli.catalog import DEFAULT_TRACE
 
 __all__ = ["add_parser", "add_resume_parser", "cmd_resume", "cmd_run", "find_run_folders", "parse_assignments",
@@ -61,7 +61,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--agent", nargs="+", default=["lcpo"], metavar="NAME",
                    help=f"agent(s) to run one after the other: {', '.join(sorted(AGENTS))}")
     p.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS, help="environment steps per run")
-    p.add_argument("--seed", type=seed_list, nargs="+", default=[[0]], metavar="SEED",
+    p.add_argument("--seed", type=seed_word, nargs="+", default=["0"], metavar="SEED",
                    help="seed(s): integers and ranges, e.g. 0-15, 0 1 2 or 0-3 8; several seeds of an agent are "
                         "trained as one population in one process (docs/population.md), unless --no-batch")
     p.add_argument("--out", type=Path, default=Path("runs"),
@@ -135,7 +135,7 @@ def cmd_run(args) -> int:
 
         for agent in args.agent:
             _check_device_agent(agent, args.device, not args.no_batch)
-    args.seed = parse_seeds([str(s) for group in args.seed for s in group])
+    args.seed = parse_seeds(args.seed)  # the words as typed: a repeat across them is named in the user's terms
     from lcpo.online.population import names_vector_env
 
     vector = names_vector_env(args.env)

@@ -11,6 +11,9 @@ from lcpo.cli.argtypes import positive_int
 
 __all__ = ["add_parser", "build_parser", "main", "run"]
 
+#: Seeds per population task when --population is not given.
+DEFAULT_POPULATION = 16
+
 _DESCRIPTION = """Run every run of a sweep config (env x trace x agent x seed x hyperparameter grid).
 Finished runs (summary.json present) are skipped; interrupted ones resume from their checkpoints; a failed run
 is recorded in its folder's error.json and does not stop the sweep. Writes RUNS_DIR/results.parquet and
@@ -40,7 +43,7 @@ def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true",
                         help="validate and list the runs (with --only, the selected ones in their start order, "
                              "finished ones included: a sweep skips them), run nothing")
-    parser.add_argument("--population", type=positive_int, default=16, metavar="N",
+    parser.add_argument("--population", type=positive_int, default=DEFAULT_POPULATION, metavar="N",
                         help="runs that differ only in seed train together as one population of at most N seeds "
                              "(one process; folders equal the runs alone, docs/population.md)")
     parser.add_argument("--no-batch", action="store_true", help="every seed in its own task (--population 1)")
@@ -166,6 +169,14 @@ def _stopped_line(stopped, args: argparse.Namespace, out) -> str:
             again += [flag, str(value)]
     for pattern in args.only or ():
         again += ["--only", pattern]
+    # how the seeds were grouped and where they trained: with other groups, a stopped population's seeds would
+    # join seeds at other steps and continue one by one (lcpo.experiments.runner.run_group)
+    if args.no_batch:
+        again.append("--no-batch")
+    elif args.population != DEFAULT_POPULATION:
+        again += ["--population", str(args.population)]
+    if args.device != "cpu":
+        again += ["--device", args.device]
     return (f"lcpo sweep: stopped by {signal.Signals(stopped.signum).name}: {counts.get('interrupted', 0)} running "
             f"run(s) {how}, {counts.get('pending', 0)} not started, {counts.get('done', 0) + counts.get('skipped', 0)} "
             f"finished; to resume: {shlex.join(again)}")

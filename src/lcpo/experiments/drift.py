@@ -59,8 +59,15 @@ class PolicyProbe:
         return hasattr(agent, "actor") and hasattr(agent, "rollout")
 
     def resume_from(self, steps: int) -> None:
-        """Continue after a checkpoint taken at ``steps`` (snapshots up to its index are already on disk)."""
-        self.last_index = int(steps) // self.every
+        """Continue after a checkpoint taken at ``steps``, from the last snapshot on disk recorded at or before it,
+        as the run never stopped would (a checkpoint between an update and the next multiple of ``every`` leaves
+        that multiple to the next update; a snapshot the interrupted process recorded after the checkpoint is
+        recorded again, the same)."""
+        self.last_index = 0
+        for f in self.dir.glob("k*.npz"):
+            with np.load(f) as z:
+                if int(z["step"]) <= int(steps):
+                    self.last_index = max(self.last_index, int(f.stem[1:]))
 
     def on_update(self, step: int, agent) -> None:
         """Record a snapshot if ``step`` reached a new multiple of ``every``."""

@@ -156,7 +156,9 @@ class SnapshotRecorder:
 
     def resume_from(self, step: int) -> None:
         """Continue a run from its checkpoint at ``step``: reload the file's snapshots up to ``step`` (and its
-        ``every``); a run without a file keeps the fresh schedule."""
+        ``every``) and go on from the last of them, as the run never stopped would (a checkpoint between an update
+        and the next multiple of ``every`` leaves that multiple to the next update); a run without a file keeps
+        the fresh schedule."""
         old = load_run_snapshots(self.path.parent)
         if old is None:
             self.last_index = int(step) // self.every
@@ -165,7 +167,8 @@ class SnapshotRecorder:
         self.every = old.every
         self.steps = [int(s) for s in old.steps]
         self.params = {k: [v[i] for i in range(len(old))] for k, v in old.params.items()}
-        self.last_index = int(step) // self.every
+        # the multiple of `every` the last update reached: the last snapshot's (each new one takes a snapshot)
+        self.last_index = self.steps[-1] // self.every if self.steps else 0
 
     def take(self, step: int) -> None:
         """Snapshot the acting network now, at ``step`` (nothing if one was already taken at this step)."""
