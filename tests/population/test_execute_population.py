@@ -238,9 +238,13 @@ def test_cli_seed_range_writes_the_folders_of_the_solo_runs(tmp_path, capsys):
         assert "population" not in sb
 
 
+#: a two-seed A2C population with a checkpoint every 400 steps (the CLI resume tests below)
+_RESUME_ARGS = ["--agent", "a2c", "--trace", "wind-3", "--trace-length", "5000", "--set", "hidden=[16]",
+                "--checkpoint-every", "400", "--no-progress", "--seed", "0-1"]
+
+
 def test_cli_resume_extends_population_folders_as_a_population(tmp_path, capsys):
-    args = ["--agent", "a2c", "--trace", "wind-3", "--trace-length", "5000", "--set", "hidden=[16]",
-            "--checkpoint-every", "400", "--no-progress", "--seed", "0-1"]
+    args = _RESUME_ARGS
     assert main(["run", *args, "--steps", "400", "--out", str(tmp_path / "r")]) == 0
     assert main(["resume", str(tmp_path / "r"), "--steps", "800", "--no-progress"]) == 0
     assert "population of 2 seeds" in capsys.readouterr().err
@@ -254,8 +258,7 @@ def test_cli_resume_continues_seeds_at_different_steps_one_by_one(tmp_path, caps
     """One seed of a population folder extended alone first: `lcpo resume OUT` used to stop with "cannot
     continue these runs as one population"; it continues them one by one, as `lcpo sweep` does, and each
     folder ends as the straight run."""
-    args = ["--agent", "a2c", "--trace", "wind-3", "--trace-length", "5000", "--set", "hidden=[16]",
-            "--checkpoint-every", "400", "--no-progress", "--seed", "0-1"]
+    args = _RESUME_ARGS
     assert main(["run", *args, "--steps", "400", "--out", str(tmp_path / "r")]) == 0
     assert main(["resume", str(tmp_path / "r" / "a2c-s1"), "--steps", "600", "--no-progress"]) == 0
     capsys.readouterr()
