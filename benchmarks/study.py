@@ -4,7 +4,7 @@ The runs are ordinary sweeps (configs/study-*.toml); this script turns a sweep f
 files and a report, and works on a partial sweep (cells without finished runs are listed as "not run yet")::
 
     python benchmarks/study.py harvest --out docs/results/study   # per finished run: episodes_binned.csv.gz and
-                                                                  # the drift file (benchmarks/paper_budget.py)
+        [--no-drift]                                              # the drift file (benchmarks/paper_budget.py)
     python benchmarks/study.py report --out docs/results/study    # DIR/report.md and its figures
         [--no-forgetting] [--regimes 6] [--episodes 10] [--episode-steps 200] [--allow-mixed-code]
 
@@ -471,6 +471,9 @@ def main(argv=None) -> int:
     p.add_argument("--include", type=Path, action="append", default=[],
                    help="report: another sweep folder whose runs join the tables (repeatable)")
     p.add_argument("--force", action="store_true", help="harvest: rewrite existing compact files")
+    p.add_argument("--no-drift", action="store_true",
+                   help="harvest: skip the drift diagnostic (about 2 min of CPU per 8M-step run); a later harvest "
+                        "without this flag writes it")
     p.add_argument("--allow-mixed-code", action="store_true",
                    help="report: pool seeds of one cell that ran on different commits (the report says so)")
     p.add_argument("--no-forgetting", action="store_true", help="report: leave out the forgetting evaluation")
@@ -485,7 +488,7 @@ def main(argv=None) -> int:
         if getattr(a, flag) < 1:
             raise SystemExit(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(a, flag)}")
     if a.command == "harvest":
-        pb.harvest([a.out, *a.include], a.force)
+        pb.harvest([a.out, *a.include], a.force, drift=not a.no_drift)
     else:
         try:
             path = report(a.out, include=a.include, allow_mixed_code=a.allow_mixed_code,

@@ -50,6 +50,21 @@ def test_harvest_bins_every_episode_with_its_window_mean(pb, tmp_path):
     assert pb.harvest_run(run) == []  # already harvested: nothing rewritten without --force
 
 
+def test_harvest_without_drift_skips_only_the_drift_file(pb, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    (run / "probes").mkdir(parents=True)
+    pd.DataFrame({"step": [1, 2], "return": [-1.0, -2.0], "length": 200}).to_csv(run / "episodes.csv", index=False)
+    calls = []
+    monkeypatch.setattr(pb, "forgetting_of", lambda r: calls.append(r) or pd.DataFrame({"lag": [1], "kl": [0.5]}))
+    assert pb.harvest_run(run, drift=False) == ["episodes_binned.csv.gz"]
+    assert calls == [] and not (run / "forgetting.csv.gz").exists()
+    # a later harvest with the drift diagnostic writes only what is missing: the drift file
+    assert pb.harvest_run(run) == ["forgetting.csv.gz"]
+    assert calls == [run]
+    with gzip.open(run / "forgetting.csv.gz", "rt") as f:
+        assert pd.read_csv(f)["kl"].tolist() == [0.5]
+
+
 def _runs(rows) -> pd.DataFrame:
     return pd.DataFrame([{"trace": t, "agent": a, "seed": s, "steps": 20_000_000, "lifelong_return": r}
                          for t, a, s, r in rows])
