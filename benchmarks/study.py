@@ -31,7 +31,7 @@ and the library's statistics (:mod:`lcpo.experiments.report`, :mod:`lcpo.experim
    folder holds straggler runs;
 7. the settings of the agents in the study next to the paper's and the authors' (docs/settings.md), and the runs
    of this folder that ran with a setting that has changed since;
-8. per cell: wall time (a population's once), steps per second, the population size and the commit(s) the seeds
+8. per cell: wall time (the finished seeds' shares: a population's once), steps per second, the population size and the commit(s) the seeds
    ran on; a cell whose seeds ran on different code is refused unless ``--allow-mixed-code`` (then named).
 """
 
@@ -116,16 +116,12 @@ def load(folders: Path | list[Path]) -> pd.DataFrame:
         runs, _ = collect(folder, run_ids=ids, episodes=False)
         if runs.empty:
             continue
-        pops, units = [], []
+        pops = []
         for rid in runs["run_id"]:
             f = root / rid / "summary.json"
             summary = json.loads(f.read_text()) if f.is_file() else {}
-            pop = summary.get("population") or {}
-            pops.append(pop.get("size", 1) if f.is_file() else None)
-            # the seeds of one population share its wall time: the unit whose wall time is counted once
-            units.append(json.dumps([str(folder), pop.get("seeds"), summary.get("wall_time_s")])
-                         if pop.get("seeds") else f"{folder}/{rid}")
-        frames.append(runs.assign(population=pops, population_unit=units, run_dir=[root / r for r in runs["run_id"]]))
+            pops.append((summary.get("population") or {}).get("size", 1) if f.is_file() else None)
+        frames.append(runs.assign(population=pops, run_dir=[root / r for r in runs["run_id"]]))
     if not frames:
         return pd.DataFrame()
     runs = pd.concat(frames, ignore_index=True)
@@ -370,10 +366,10 @@ def settings_lines(runs: pd.DataFrame, folders: list[Path], out: Path) -> list[s
 
 def runs_lines(runs: pd.DataFrame, code: dict) -> list[str]:
     """Status and cost per cell: seeds finished of planned, wall time, steps/s, population size, commits."""
-    from lcpo.experiments.report import _code_text
+    from lcpo.experiments.report import _code_text, process_wall_time
 
     lines = ["## Runs per cell: status, wall time, code", "", _code_text(code), "",
-             "| env | trace | agent | finished / planned | failed | wall time (a population once) | steps/s per seed "
+             "| env | trace | agent | finished / planned | failed | wall time (each finished seed's share) | steps/s per seed "
              "(mean) | population | commit |", "|---|---|---|---|---|---|---|---|---|"]
     for (env, trace, scheme), g in runs.groupby(["env", "trace", "scheme"], sort=False):
         d = g[g["status"] == "done"]
@@ -381,8 +377,7 @@ def runs_lines(runs: pd.DataFrame, code: dict) -> list[str]:
                           + ("+dirty" if bool(dd) else "") for c, dd in zip(d["code_commit"],
                                                                             d["code_dirty"].fillna(False))})
         wall = d["wall_time_s"].sum()  # seed-hours: a population's wall time once per seed
-        unit = "population_unit" if "population_unit" in d else "run_id"
-        wall_once = d.drop_duplicates(unit)["wall_time_s"].sum() if len(d) else 0.0
+        wall_once = process_wall_time(d) if len(d) else 0.0  # each seed's share: a population's time once
         pops = sorted({int(p) for p in d["population"].dropna()})
         lines.append(f"| {_short(env)} | {trace} | {scheme} | {len(d)} / {len(g)} | "
                      f"{int((g['status'] == 'failed').sum())} | "

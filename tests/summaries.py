@@ -3,7 +3,7 @@ population seed and its solo run, a killed and resumed CLI run and a straight on
 
 Every key is compared except those that differ between identical runs by design:
 
-* ``wall_time_s``, ``steps_per_s``: timing;
+* ``wall_time_s``, ``wall_share_s``, ``steps_per_s``: timing;
 * ``code``: the provenance record of :mod:`lcpo.persistence.provenance` (``code.dirty`` flips, and ``commit``
   moves, when the source tree is edited or committed to while the tests run, so comparing it made these tests
   flaky). That it is recorded, and how, is asserted in ``tests/persistence/test_provenance.py``; here only its
@@ -15,7 +15,7 @@ Callers name the further keys their two runs differ in on purpose (``resumed_fro
 from __future__ import annotations
 
 #: keys that differ between two identical runs: timing, and the code provenance record
-UNCOMPARED = ("wall_time_s", "steps_per_s", "code")
+UNCOMPARED = ("wall_time_s", "wall_share_s", "steps_per_s", "code")
 
 
 def comparable(summary: dict, *also: str) -> dict:

@@ -406,6 +406,9 @@ def test_wall_time_counts_each_population_once(tmp_path):
 
     assert process_wall_time(runs) == pytest.approx(120.0)
     assert process_wall_time(runs.drop(columns="population_size")) == pytest.approx(420.0)  # older stores
+    runs["wall_share_s"] = [np.nan, np.nan, 30.0, 30.0, np.nan]  # where recorded, a run's share counts instead
+    assert process_wall_time(runs) == pytest.approx(25.0 + 25.0 + 30.0 + 30.0 + 20.0)
+    runs = runs.drop(columns="wall_share_s")
     md = write_report(runs, pd.DataFrame(columns=["run_id", "episode", "step", "return"]), tmp_path).read_text()
     assert "5,000 environment steps in 2.0 min of summed process wall time" in md
     runs.loc[0, "population_size"] = 0

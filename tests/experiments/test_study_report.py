@@ -184,7 +184,9 @@ def test_across_cells_settings_and_runs_sections(text, synthetic):
     runs = _row_list(text, "## Runs per cell")
     assert [r[3:6] for r in runs if r[1] == "wind-3" and r[2] == "trpo"] == [["0 / 3", "0", "not run yet"]]
     (a2c3,) = [r for r in runs if r[1] == "wind-3" and r[2] == "a2c"]
-    assert a2c3[3:6] == ["2 / 3", "1", f"{(3600 + 3601) / 3600:.2f} h"] and a2c3[7:] == ["3", COMMIT[:7]]
+    # two finished seeds of a 3-seed population: each counts its third of the population's wall time
+    assert a2c3[3:6] == ["2 / 3", "1", f"{(3600 + 3601) / 3 / 3600:.2f} h ({(3600 + 3601) / 3600:.2f} h summed "
+                                       "over seeds)"] and a2c3[7:] == ["3", COMMIT[:7]]
 
 
 def test_mixed_commits_are_refused_unless_told(study, tmp_path):
@@ -284,6 +286,10 @@ def test_a_populations_wall_time_is_counted_once(study, tmp_path):
     for f in (folder / "runs").glob("*_lcpo_*/summary.json"):
         s = json.loads(f.read_text())
         s["wall_time_s"], s["population"] = 9000.0, {"size": 3, "seeds": [0, 1, 2], "steps_per_s": 1.0}
+        f.write_text(json.dumps(s))
+    for f in (folder / "runs").glob("*_a2c_*/summary.json"):  # the A2C seeds ran alone
+        s = json.loads(f.read_text())
+        del s["population"]
         f.write_text(json.dumps(s))
     rows = _row_list(study.report(folder, forgetting=False).read_text(), "## Runs per cell")
     wall = {(r[1], r[2]): r[5] for r in rows}

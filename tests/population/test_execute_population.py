@@ -6,6 +6,7 @@ import json
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -49,7 +50,7 @@ def _same(a, b, where="state"):
             a = {k: v for k, v in a.items() if k != "wrappers"}
         assert isinstance(b, dict) and set(a) == set(b), where
         for k in a:
-            if k != "wall_time_s":
+            if k not in ("wall_time_s", "wall_share_s"):
                 _same(a[k], b[k], f"{where}.{k}")
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b), where
@@ -221,6 +222,42 @@ def test_members_must_share_agent_steps_and_overrides(tmp_path):
     with pytest.raises(ValueError, match="seeds repeat"):
         execute_population([_cfg(seed=0), _cfg(seed=0)], [tmp_path / "a", tmp_path / "b"])
     assert not (tmp_path / "a").exists()
+
+
+def test_a_seed_going_on_alone_after_its_population_counts_only_its_share_of_the_wall_time(tmp_path):
+    """A population's wall time W is shared by its N seeds; a seed resumed alone after the population stopped adds
+    its own session whole. ``wall_share_s`` records that split: W / N plus the run's own sessions (before, a
+    reader had only ``wall_time_s``, W plus the solo session, and a seed that had left its population recorded no
+    population size, so the reports counted W once per seed). Summed over the runs, every session counts once."""
+    from lcpo.experiments.report import process_wall_time
+
+    cfgs = [_cfg("a2c", s) for s in (0, 1)]
+    outs = [tmp_path / f"p{s}" for s in (0, 1)]
+    execute_population(cfgs, outs, stop_at=400)
+    _, state = RunCheckpoints(outs[1] / "checkpoint").load()
+    W = state["wall_time_s"]
+    assert W > 0 and state["wall_share_s"] == pytest.approx(W / 2)
+    alone = execute(cfgs[1], outs[1])  # seed 1 goes on alone
+    rest = execute_population(cfgs, outs)[0]  # seed 0 finishes as a population of one (seed 1 is done)
+    for summary in (alone, rest):
+        assert summary["wall_time_s"] > W
+        assert summary["wall_share_s"] == pytest.approx(summary["wall_time_s"] - W / 2)  # W/2 + its own session
+    assert "population" not in alone and rest["population"]["size"] == 1
+    runs = pd.DataFrame({"wall_time_s": [alone["wall_time_s"], rest["wall_time_s"]], "population_size": [1, 1],
+                         "wall_share_s": [alone["wall_share_s"], rest["wall_share_s"]]})
+    own = (alone["wall_time_s"] - W) + (rest["wall_time_s"] - W)
+    assert process_wall_time(runs) == pytest.approx(W + own)
+    assert process_wall_time(runs.drop(columns="wall_share_s")) == pytest.approx(2 * W + own)  # the old count
+
+
+def test_wall_shares_of_checkpoints_written_before_the_record():
+    """Older checkpoints have no ``wall_share_s``: one population's states share one wall time (W / N each);
+    solo checkpoints joined into a population keep their own."""
+    from lcpo.online.population import _wall_shares
+
+    assert _wall_shares([{"wall_time_s": 9.0}] * 3) == [3.0, 3.0, 3.0]
+    assert _wall_shares([{"wall_time_s": 4.0}, {"wall_time_s": 6.0}]) == [4.0, 6.0]
+    assert _wall_shares([{"wall_time_s": 9.0, "wall_share_s": 5.0}, {"wall_time_s": 9.0}]) == [5.0, 4.5]
 
 
 def test_cli_seed_range_writes_the_folders_of_the_solo_runs(tmp_path, capsys):

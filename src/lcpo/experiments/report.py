@@ -447,12 +447,14 @@ def process_wall_time(runs: pd.DataFrame) -> float:
     """The summed wall time (s) of the processes that ran ``runs``, each population counted once.
 
     A run trained in a population of N seeds records the population's wall time (``wall_time_s``), shared by its
-    N seeds, so each contributes ``wall_time_s / N`` (column ``population_size``, 1 when absent): summing
-    ``wall_time_s`` over the seeds would count a 10-seed population's time ten times.
+    N seeds: summing ``wall_time_s`` over the seeds would count a 10-seed population's time ten times. Each run
+    contributes its own share: ``wall_share_s`` where it recorded one (each session's wall time divided by the
+    seeds it ran with, right for a seed that went on alone after its population), else ``wall_time_s / N``
+    (column ``population_size``, 1 when absent).
 
     Args:
         runs: the store's per-run table (``wall_time_s`` float seconds, NaN for unfinished runs; optional
-            ``population_size`` int >= 1).
+            ``wall_share_s`` float seconds, NaN where not recorded; optional ``population_size`` int >= 1).
 
     Returns:
         float seconds (0.0 when no run has a wall time).
@@ -465,12 +467,15 @@ def process_wall_time(runs: pd.DataFrame) -> float:
         70.0
     """
     wall = runs["wall_time_s"].to_numpy(dtype=float)
-    if "population_size" not in runs.columns:
-        return float(np.nansum(wall))
-    size = runs["population_size"].fillna(1).to_numpy(dtype=float)
+    size = (runs["population_size"].fillna(1).to_numpy(dtype=float) if "population_size" in runs.columns
+            else np.ones(len(runs)))
     if (size < 1).any():
         raise ValueError(f"population_size must be >= 1, got {size[size < 1][0]:g}")
-    return float(np.nansum(wall / size))
+    own = wall / size
+    if "wall_share_s" in runs.columns:
+        share = pd.to_numeric(runs["wall_share_s"], errors="coerce").to_numpy(dtype=float)
+        own = np.where(np.isfinite(share), share, own)
+    return float(np.nansum(own))
 
 
 def _duration(seconds: float) -> str:

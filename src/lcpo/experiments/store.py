@@ -20,6 +20,7 @@ env_kwargs             JSON text
 lifelong_return        mean episodic return of episodes ending after the warm-up (paper Section 5)
 episodes, steps_done,  from summary.json
 wall_time_s,
+wall_share_s,          (the run's share of its processes' wall time; NaN for runs that recorded none)
 steps_per_s,
 constrained_fraction,
 ood_fraction
@@ -49,8 +50,8 @@ import pandas as pd
 __all__ = ["SUMMARY_FIELDS", "collect", "load_store", "runs_root", "scheme_label", "write_store"]
 
 #: summary.json fields copied into the per-run table (``steps`` is renamed ``steps_done``).
-SUMMARY_FIELDS = ("lifelong_return", "episodes", "steps", "wall_time_s", "steps_per_s", "constrained_fraction",
-                  "ood_fraction")
+SUMMARY_FIELDS = ("lifelong_return", "episodes", "steps", "wall_time_s", "wall_share_s", "steps_per_s",
+                  "constrained_fraction", "ood_fraction")
 _CONFIG_FIELDS = ("env", "trace", "trace_length", "agent", "seed", "steps", "warmup_steps", "reset")
 
 

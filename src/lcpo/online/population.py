@@ -837,6 +837,16 @@ def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int):
     return best
 
 
+def _wall_shares(states: list[dict]) -> list[float]:
+    """Each resumed seed's ``wall_share_s`` so far (float seconds): its checkpoint's record, or for a checkpoint
+    written before that record existed, ``wall_time_s / n`` when the ``n`` states record one shared wall time
+    (they were one population's), else the state's own ``wall_time_s`` (solo checkpoints joined here)."""
+    walls = [float(s["wall_time_s"]) for s in states]
+    shared = len(set(walls)) == 1
+    return [float(s["wall_share_s"]) if "wall_share_s" in s else (w / len(states) if shared else w)
+            for s, w in zip(states, walls)]
+
+
 def _execute_locked(*args, **kwargs) -> list[dict]:
     """:func:`_execute_population_locked`, then the population's vector env closed whatever happened (an
     AsyncVectorEnv's worker processes reaped)."""
@@ -912,12 +922,14 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
             probe = PolicyProbe(outs[j], cfg.probe_every, seed=cfg.seed)
         probes.append(probe)
     wall_before = 0.0
+    share_before = [0.0] * n  # each seed's share of the wall time of the processes it ran in (wall_share_s)
     resumed_from: list[list[int]] = [[] for _ in range(n)]
     step0 = steps0[0]
     if step0 > 0:
         states = [s for _, s, _ in starts]
         pop.load_seed_states(states)
         wall_before = max(float(s["wall_time_s"]) for s in states)
+        share_before = _wall_shares(states)
         for j, s in enumerate(states):
             resumed_from[j] = [int(k) for k in s.get("resumed_from", [])] + [step0]
             if probes[j] is not None:
@@ -981,7 +993,8 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
         gens = []
         for j, cfg in enumerate(cfgs):  # one seed's state in memory at a time
             state = {"config": cfg.to_dict(), "agent": pop.agents.seed_state_dict(j), "loop": loops[j],
-                     "log": logs[j].state_dict(), "wall_time_s": wall, "resumed_from": resumed_from[j]}
+                     "log": logs[j].state_dict(), "wall_time_s": wall,
+                     "wall_share_s": share_before[j] + (wall - wall_before) / n, "resumed_from": resumed_from[j]}
             gens.append(stores[j].write_generation(pop.steps, state))
             del state
         atomic_write_json(pop_dir / POINTER, {
@@ -1039,7 +1052,8 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
         log = logs[j]
         log.write(pop.episodes[j], final=True, last_step=pop.steps)
         env_j = pop.seed_env(j, cfg)
-        summary = run_summary(cfg, pop.episodes[j], log, steps=pop.steps, wall=wall, resumed_from=resumed_from[j],
+        summary = run_summary(cfg, pop.episodes[j], log, steps=pop.steps, wall=wall,
+                              wall_share=share_before[j] + (wall - wall_before) / n, resumed_from=resumed_from[j],
                               env_metrics=_env_metrics(env_j) if pop.seed_envs is not None else {},
                               trace=_trace_info(env_j), code=code, hyperparameters=pop.hyperparameters(j),
                               population=population)

@@ -432,14 +432,16 @@ def _context_names(env) -> tuple[str, ...]:
 
 
 def run_summary(config: RunConfig, episodes: list, log: RunLog, *, steps: int, wall: float, resumed_from: list,
-                env_metrics: dict, trace: dict | None, code: dict, hyperparameters: dict, **extra) -> dict:
+                env_metrics: dict, trace: dict | None, code: dict, hyperparameters: dict,
+                wall_share: float | None = None, **extra) -> dict:
     """A finished run's ``summary.json`` object: one definition for :func:`execute` and for every seed of
     :func:`lcpo.online.population.execute_population`, so the two write the same keys.
 
     Args:
         config: the run's configuration. episodes: its episode rows. log: its run log (update diagnostics).
-        steps: environment steps done. wall: wall time in seconds (all sessions). resumed_from: steps it
-            resumed at. env_metrics, trace, code, hyperparameters: as recorded. extra: further keys (a
+        steps: environment steps done. wall: wall time in seconds (all sessions). wall_share: the run's share
+            of the processes' wall time, float seconds (``wall_share_s``: each session's wall time divided by the
+            number of seeds it ran with; ``wall`` when None). resumed_from: steps it resumed at. env_metrics, trace, code, hyperparameters: as recorded. extra: further keys (a
             population's ``population``).
     """
     lr = lifelong_return(episodes, config.warmup_steps)
@@ -449,6 +451,7 @@ def run_summary(config: RunConfig, episodes: list, log: RunLog, *, steps: int, w
         "scored_episodes": scored_episodes(episodes, config.warmup_steps),
         "steps": steps,
         "wall_time_s": wall,
+        "wall_share_s": wall if wall_share is None else wall_share,
         "steps_per_s": steps / wall if wall > 0 else None,
         "updates": log.updates,
         "constrained_fraction": log.mean("train/constrained"),
@@ -498,7 +501,9 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
     Returns:
         The summary dict (also written to ``summary.json``): ``lifelong_return``, ``episodes``,
         ``scored_episodes`` (how many of them end after the warm-up, i.e. enter the lifelong return), ``steps``,
-        ``wall_time_s``, ``steps_per_s``, ``constrained_fraction``, ``line_search_accept_fraction``,
+        ``wall_time_s``, ``wall_share_s`` (this run's share of its processes' wall time: equal to
+        ``wall_time_s`` for a run that always ran alone, the population's time divided by its size for the sessions
+        it ran in one), ``steps_per_s``, ``constrained_fraction``, ``line_search_accept_fraction``,
         ``ood_fraction``, ``resumed_from`` (the steps this run was resumed or extended from, ``[]`` if it ran
         in one go), ``trace`` (the trace the environment ran on: ``{"name", "length", "unit"}``, e.g.
         ``ndbc-46002``, 575501 steps, for the default run; None if the environment exposes none),
@@ -600,13 +605,15 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
             probe.on_update(step, agent)
     loop = OnlineLoop(env, agent, config.reset, seed=config.seed, on_update=on_update,
                       on_episode=log.on_episode)
-    wall_before = 0.0
+    wall_before = share_before = 0.0
     resumed_from: list[int] = []
     if state is not None:
         agent.load_state_dict(state["agent"])
         loop.load_state_dict(state["loop"])
         log.load_state_dict(state["log"])
         wall_before = float(state["wall_time_s"])
+        # a seed going on alone after a population: only its share of the population's time is its own
+        share_before = float(state.get("wall_share_s", wall_before))
         resumed_from = [int(k) for k in state.get("resumed_from", [])] + [int(loop.steps)]
         if probe is not None:
             probe.resume_from(loop.steps)
@@ -654,9 +661,10 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
             if loop.steps == config.steps:
                 snaps.take(loop.steps)  # the final policy
             snaps.write()  # before the commit: never behind the committed checkpoint
+        elapsed = time.perf_counter() - start
         store.commit(loop.steps, {"config": config.to_dict(), "agent": agent.state_dict(),
                                   "loop": loop.state_dict(), "log": log.state_dict(),
-                                  "wall_time_s": wall_before + time.perf_counter() - start,
+                                  "wall_time_s": wall_before + elapsed, "wall_share_s": share_before + elapsed,
                                   "resumed_from": resumed_from},
                      config=config.to_dict())
         log.write(loop.episodes)  # after the commit: never ahead of the committed checkpoint
@@ -676,7 +684,8 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         snaps.take(loop.steps)
         snaps.write()
     log.write(loop.episodes, final=True, last_step=loop.steps)
-    summary = run_summary(config, loop.episodes, log, steps=loop.steps, wall=wall, resumed_from=resumed_from,
+    summary = run_summary(config, loop.episodes, log, steps=loop.steps, wall=wall,
+                          wall_share=share_before + wall - wall_before, resumed_from=resumed_from,
                           env_metrics=_env_metrics(env), trace=_trace_info(env), code=code,
                           hyperparameters=dataclasses.asdict(agent.hp))
     atomic_write_json(summary_path, summary)
