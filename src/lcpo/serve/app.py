@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from lcpo.serve.protocol import Limits, RequestError, ServerState, Spaces, decision_id, dumps, loads
+from lcpo.serve.protocol import (DuplicateKeyError, Limits, RequestError, ServerState, Spaces, decision_id, dumps,
+                                  loads, unique_object)
 
 __all__ = ["ServeConfig", "Server", "create_app", "OPENAPI", "ConfigMismatch", "LEARN_MODES"]
 
@@ -195,7 +196,10 @@ class Server:
             wait_learner_gone(state_dir)  # a learner process of a killed server: gone before the checkpoint is read
             meta = state_dir / "serve.json"
             if meta.is_file():
-                old = json.loads(meta.read_text())
+                try:
+                    old = json.loads(meta.read_text(), object_pairs_hook=unique_object)
+                except ValueError as exc:  # a hand-edited file: not JSON, or a key given twice
+                    raise ValueError(f"{meta} is not a valid configuration ({str(exc).splitlines()[0]})") from None
                 for k in ServeConfig.FIXED:
                     if old.get(k) != cfg.fixed()[k]:
                         raise ConfigMismatch(f"{state_dir} was started with {k}={old.get(k)!r}, not "
@@ -446,6 +450,9 @@ def create_app(server: Server):
     def parse(body: bytes) -> Any:
         try:
             return loads(body)
+        except DuplicateKeyError as exc:  # json alone would keep the last value silently
+            raise RequestError(400, f"the request body repeats a key in one object ({exc}); each key may appear "
+                                    "once", "body") from None
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise RequestError(400, f"the request body is not JSON ({str(exc).splitlines()[0][:120]})", "body") \
                 from None
