@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from lcpo.serve.protocol import RequestError, Spaces, dumps, loads
+from lcpo.serve.protocol import DuplicateKeyError, RequestError, Spaces, dumps, loads
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -73,7 +73,17 @@ def test_the_cli_uses_the_one_write_protocol_where_httptools_is_installed():
 
 DOCS = [
     b'{"stream": "s", "obs": [0, 1.5, -2e-7], "reward": null, "terminated": false}',
-    b'{"a": 1, "a": 2}',                      # duplicate key: the last wins
+    b'{"a": 1, "a": 2}',                      # a duplicate key: refused (json.loads alone keeps the last)
+    b'{"a": {"b": 1, "c": 2, "b": 1}}',       # in a nested object, with the same value
+    b'[{"x": 1}, {"x": 2, "y": 3, "x": 4}]',  # in an object inside an array
+    b'{"a:b": "c:d", "a:b": ":"}',            # colons inside the repeated strings
+    b'{"s": "a:b::c", "t": [":", {"u:": "::"}]}',  # colons in strings, no duplicate
+    b'{"a": 1, "\\u0061": 2}',                # the same key spelled with an escape
+    b'{"a": 1, "a": "\\u003a"}',              # a duplicate whose dropped colon an escaped colon makes up
+    b'{"a\\u003a": 1, "b": "\\u003A"}',        # escaped colons, no duplicate
+    b'{"a": NaN, "a": 1}',                    # a duplicate in a document only json.loads parses
+    b'[' * 300 + b'{"a": 1, "a": 2}' + b']' * 300,  # deeper than orjson.dumps writes
+    b'[' * 300 + b'{"a": 1, "b": 2}' + b']' * 300,
     b'[0, NaN, 2]', b'[Infinity, -Infinity]',  # json's extensions: parsed, then refused by validation (422)
     b'[1e999]', b'[-1e999]',                  # beyond float64: json.loads reads inf
     b'[123456789012345678901]',               # beyond 64 bits
@@ -83,6 +93,14 @@ DOCS = [
     b'[' * 2000 + b']' * 2000,                # deeper than orjson's limit
     b'{not json', b'[1, 2', b'\x80\x81', b'', b'{"a": 1} x', b'[' * 100_000,
 ]
+
+
+def _unique(pairs: list) -> dict:
+    """The reference: json.loads refusing a repeated key (written here, independent of lcpo.serve.protocol)."""
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"duplicate key {next(k for k in keys if keys.count(k) > 1)!r}")
+    return dict(pairs)
 
 
 def _same_value(a, b) -> bool:
@@ -97,10 +115,16 @@ def _same_value(a, b) -> bool:
 
 @pytest.mark.parametrize("doc", DOCS, ids=range(len(DOCS)))
 def test_loads_accepts_and_refuses_exactly_what_json_loads_does(doc):
-    pytest.importorskip("orjson")  # without orjson, loads is json.loads
+    """... with repeated keys refused, naming the key: the orjson path decides as json.loads does."""
+    pytest.importorskip("orjson")  # without orjson, loads is json.loads with unique_object
     try:
-        want = json.loads(doc)
+        want = json.loads(doc, object_pairs_hook=_unique)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        if str(exc).startswith("duplicate key"):
+            with pytest.raises(DuplicateKeyError) as got:
+                loads(doc)
+            assert str(got.value) == str(exc)
+            return
         with pytest.raises(type(exc)):
             loads(doc)
         return
@@ -109,6 +133,18 @@ def test_loads_accepts_and_refuses_exactly_what_json_loads_does(doc):
         assert got == [float(want[0])]
     else:
         assert _same_value(got, want)
+
+
+@pytest.mark.parametrize("doc", [b'{"a": 1, "a": 2}', '{"o": {"k": [1], "k": []}}', b'{"a": 1, "\\u0061": 2}'])
+def test_loads_refuses_a_repeated_key_without_orjson_too(doc, monkeypatch):
+    import lcpo.serve.protocol as protocol
+
+    for parser in (protocol.orjson, None):
+        monkeypatch.setattr(protocol, "orjson", parser)
+        with pytest.raises(DuplicateKeyError, match="duplicate key '[ak]'") as got:
+            loads(doc)
+        assert got.value.key in ("a", "k")
+    assert loads(b'{"a": 1, "b": {"a": 2}}') == {"a": 1, "b": {"a": 2}}  # the same key in two objects is fine
 
 
 def test_dumps_round_trips_records_and_answers_exactly():
@@ -379,6 +415,7 @@ def test_the_direct_lane_answers_byte_for_byte_as_the_asgi_lane_and_skips_asgi(t
         _post(b"/v1/step", step),                                                   # no token: 401
         _post(b"/v1/step", b'{"stream": "s", "obs": [0, NaN, 2], "reward": 1}', auth),  # 422 naming obs[1]
         _post(b"/v1/step", b"{not json", auth),                                     # 400
+        _post(b"/v1/step", b'{"stream": "s", "obs": [0, 1, 2], "reward": 1, "reward": 2}', auth),  # 400: twice
         _post(b"/v1/step", step, auth, ctype=b"text/plain"),                        # 415
         _post(b"/v1/step", b'{"stream": "s", "obs": [' + b"0, " * 150 + b"0]}", auth),  # declared over the limit
         _chunked(b"/v1/step", b'{"stream": "c", "obs": [' + b"0, " * 150 + b"0]}", auth),  # chunked over it
@@ -417,13 +454,14 @@ def test_the_direct_lane_answers_byte_for_byte_as_the_asgi_lane_and_skips_asgi(t
             server.close()
     direct, asgi = answers["direct"], answers["asgi"]
     statuses = [int(a.split(b" ")[1]) for a in direct]
-    assert statuses == [200, 200, 401, 422, 400, 415, 413, 413, 200, 200, 200, 409, 200, 405, 200, 200, 200]
+    assert statuses == [200, 200, 401, 422, 400, 400, 415, 413, 413, 200, 200, 200, 409, 200, 405, 200, 200, 200]
     for k, (a, b) in enumerate(zip(direct[:-1], asgi[:-1])):
         assert a == b, f"answer {k}: {a!r} != {b!r}"
     status = [json.loads(a.split(b"\r\n\r\n", 1)[1]) for a in (direct[-1], asgi[-1])]
     assert [{k: v for k, v in st.items() if k != "uptime_s"} for st in status][0] == \
         {k: v for k, v in status[1].items() if k != "uptime_s"}
     assert b"obs[1]" in direct[3] and b"www-authenticate: Bearer" in direct[2]
-    assert b"connection: close" in direct[14] and b"connection: close" in direct[15]
+    assert b"duplicate key 'reward'" in direct[5]
+    assert b"connection: close" in direct[15] and b"connection: close" in direct[16]
     assert json.loads(direct[-1].split(b"\r\n\r\n", 1)[1])["accepted"] == 8
-    assert asgi_posts["direct"] == [] and len(asgi_posts["asgi"]) == 15
+    assert asgi_posts["direct"] == [] and len(asgi_posts["asgi"]) == 16

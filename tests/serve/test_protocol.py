@@ -165,6 +165,9 @@ def shared(tmp_path_factory):
     ("/v1/observe", {"decision": "x1", "reward": 1.0, "next_obs": [0.0, 0.0, 0.0]}, 422, "decision"),
     ("/v1/observe", {"decision": "d1", "reward": 1.0}, 422, "next_obs"),
     ("/v1/step", b"\x80\x81", 400, "body"),
+    ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": 1e39, "reward": 1}', 400, "body"),  # a key twice
+    ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": 1, "info": {"gamma": 2, "gamma": 1}}', 400, "body"),
+    ("/v1/batch", b'{"steps": [{"stream": "s", "obs": [0, 0, 0], "stream": "t"}]}', 400, "body"),
     ("/v1/step", b"[" * 100_000, 413, "body"),
     ("/v1/step", "form", 415, "content-type"),
 ])
@@ -189,6 +192,26 @@ def test_bad_request_is_refused_naming_the_field_and_changes_nothing(shared, pat
     assert b"".join(p.read_bytes() for p in sorted((folder / "log").glob("*.jsonl"))) == log_before
     assert server.learner.state_dict()["replica"] == learner_before
     assert client.post("/v1/step", json=GOOD).status_code == 200  # and the stream goes on
+
+
+def test_a_repeated_key_is_refused_naming_it_wherever_it_is(tmp_path):
+    """json keeps the last of two equal keys; the server refuses the body (400, the key named, nothing logged),
+    and refuses a hand-edited serve.json or spec file that repeats a key (one line naming the file and key)."""
+    server, client = _serve(tmp_path)
+    with client:
+        for body, key in [(b'{"stream": "s", "obs": [0, 0, 0], "stream": "t"}', "stream"),
+                          (b'{"steps": [{"stream": "s", "obs": [0, 0, 0]}, {"stream": "t", "obs": [0, 0, 0], '
+                           b'"obs": [1, 1, 1]}]}', "obs")]:
+            path = "/v1/batch" if body.startswith(b'{"steps"') else "/v1/step"
+            r = client.post(path, content=body, headers={"content-type": "application/json"})
+            assert r.status_code == 400 and r.json()["field"] == "body", r.text
+            assert f"duplicate key {key!r}" in r.json()["error"] and "\n" not in r.json()["error"]
+        st = client.get("/v1/status").json()
+        assert (st["records"], st["refused"]) == (0, 2)  # the batch's good first step was not applied either
+    meta = tmp_path / "state/serve.json"
+    meta.write_text(meta.read_text().rstrip()[:-1] + ', "seed": 0}\n')
+    with pytest.raises(ValueError, match=r"serve.json is not a valid configuration \(duplicate key 'seed'\)"):
+        _serve(tmp_path)
 
 
 def test_limits_on_streams_and_outstanding_decisions(tmp_path):

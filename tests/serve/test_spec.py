@@ -49,5 +49,8 @@ def test_bad_spec_file_names_the_file(tmp_path):
     (tmp_path / "worse.json").write_text(json.dumps({"observation": {"size": -1}, "action": {"discrete": 2}}))
     with pytest.raises(SpecError, match=r"worse.json: observation.size"):
         load_spec(tmp_path / "worse.json")
+    (tmp_path / "twice.json").write_text('{"observation": {"size": 2, "size": 3}, "action": {"discrete": 2}}')
+    with pytest.raises(SpecError, match=r"twice.json repeats a key in one object \(duplicate key 'size'\)"):
+        load_spec(tmp_path / "twice.json")
     with pytest.raises(SpecError, match="does not exist"):
         load_spec(tmp_path / "missing.json")

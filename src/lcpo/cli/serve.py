@@ -109,6 +109,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--learner-nice", type=int, default=10, metavar="N",
                    help="with --learn process: niceness the learner process adds to its own (0-19, default 10), so "
                         "that under CPU contention answers come first and the learner lags")
+    p.add_argument("--resume-learner", choices=("retry", "skip"), default=None,
+                   help="after a learner failure recorded in --state (learner-failure.json; the server then acts "
+                        "from the last good policy and does not learn): retry learning from the record it failed "
+                        "on (after a fix), or skip the rollout whose update failed and learn on (docs/serving.md)")
     p.add_argument("--keep-log", action="store_true", help="keep log segments that a checkpoint already covers")
     p.add_argument("--max-body", type=int, default=65536, metavar="BYTES", help="largest request body")
     p.add_argument("--max-streams", type=int, default=10_000, help="streams held at once")
@@ -163,7 +167,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                       env_kwargs=parse_assignments(args.env_kwargs, "--env-arg"), state_dir=str(args.state),
                       fsync=args.fsync, fsync_interval_s=args.fsync_interval, checkpoint_every=args.checkpoint_every,
                       learn=args.learn, keep_log=args.keep_log, max_body=args.max_body, max_streams=args.max_streams,
-                      max_outstanding=args.max_outstanding, token=token, learner_nice=args.learner_nice)
+                      max_outstanding=args.max_outstanding, token=token, learner_nice=args.learner_nice,
+                      resume_learner=args.resume_learner)
     sys.setswitchinterval(args.switch_interval)  # other threads yield the GIL to the acting path
     sock = bind_socket(args.host, args.port)  # before the state folder and the learner: a taken port stops here
     try:
@@ -189,6 +194,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"lcpo serve: {args.agent} on {args.env or args.spec} at http://{url_host}:{args.port} "
               f"(state {args.state}: {server.replayed} log records replayed, policy version "
               f"{server.learner.snapshot.version})", file=sys.stderr, flush=True)
+        if server.resumed is not None:
+            what = ("learning from that record again" if args.resume_learner == "retry" else
+                    "the rollout whose update failed there is dropped")
+            print(f"lcpo serve: --resume-learner {args.resume_learner}: {what} ({server.resumed})", file=sys.stderr,
+                  flush=True)
+        if server.learner.error is not None:  # a failure recorded in the state folder: acting goes on, learning not
+            print(f"lcpo serve: not learning: {server.learner.error}; acting from policy version "
+                  f"{server.learner.snapshot.version} (restart with --resume-learner retry or skip, docs/serving.md)",
+                  file=sys.stderr, flush=True)
         # uvicorn drains on SIGTERM and SIGINT (Ctrl-C), runs the lifespan shutdown (learner drained,
         # checkpoint), restores the handlers it found and raises the signal again: these no-op handlers turn
         # that into a normal exit 0 (Python's own SIGINT handler would raise KeyboardInterrupt there)

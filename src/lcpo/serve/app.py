@@ -29,12 +29,14 @@ import hmac
 import json
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lcpo.serve.protocol import Limits, RequestError, ServerState, Spaces, decision_id, dumps, loads
+from lcpo.serve.protocol import (DuplicateKeyError, Limits, RequestError, ServerState, Spaces, decision_id, dumps,
+                                  loads, unique_object)
 
 __all__ = ["ServeConfig", "Server", "create_app", "OPENAPI", "ConfigMismatch", "LEARN_MODES"]
 
@@ -74,6 +76,10 @@ class ServeConfig:
         learner_nice: with ``learn="process"``, the niceness the learner process adds to its own (``os.nice``;
             0-19): under CPU contention the acting path then runs first and the learner lags (its lag is in
             ``/v1/status``) rather than the answers.
+        resume_learner: None, or what to do with a learner failure recorded in the state folder
+            (:mod:`lcpo.serve.learner`, "A record the learner fails on"): ``"retry"`` (forget it: learn from
+            that record again, e.g. after a fix) or ``"skip"`` (drop the rollout whose update failed and learn on).
+            Without it a recorded failure stays: the server acts from the last good policy and does not learn.
     """
 
     agent: str
@@ -94,6 +100,7 @@ class ServeConfig:
     token: str | None = None
     segment_bytes: int = 64 << 20
     learner_nice: int = 10
+    resume_learner: str | None = None
 
     FIXED = ("agent", "env", "spec", "seed", "overrides", "env_kwargs")
 
@@ -162,14 +169,16 @@ class Server:
     Raises:
         ValueError: a bad configuration (named), a state folder started with another configuration
             (:class:`ConfigMismatch`), a corrupt log or checkpoint (:class:`~lcpo.serve.log.LogError`,
-            :class:`~lcpo.persistence.checkpoint.CheckpointError`).
+            :class:`~lcpo.persistence.checkpoint.CheckpointError`), a malformed ``serve.json`` or
+            ``learner-failure.json``, or a failure recorded outside the log records after the checkpoint.
         RunFolderBusy: another server holds the state folder.
     """
 
     def __init__(self, cfg: ServeConfig):
         from lcpo.persistence.atomic import atomic_write_json
         from lcpo.persistence.checkpoint import RunCheckpoints
-        from lcpo.serve.learner import ActingNoise, Learner, build_agent
+        from lcpo.serve.learner import (FAILURE_FILE, RESUME_CHOICES, ActingNoise, Learner, LearnerFailure, build_agent,
+                                        load_failures, record_failure, resume_failure)
         from lcpo.serve.log import TransitionLog
 
         if cfg.learn == "background":  # the thread mode's former name
@@ -178,6 +187,8 @@ class Server:
             raise ValueError(f"learn must be one of {', '.join(LEARN_MODES)}, got {cfg.learn!r}")
         if not (isinstance(cfg.learner_nice, int) and 0 <= cfg.learner_nice <= 19):
             raise ValueError(f"learner_nice must be an int in [0, 19], got {cfg.learner_nice!r}")
+        if cfg.resume_learner is not None and cfg.resume_learner not in RESUME_CHOICES:
+            raise ValueError(f"resume_learner must be one of {', '.join(RESUME_CHOICES)}, got {cfg.resume_learner!r}")
         self.cfg = cfg
         self.started = time.time()
         state_dir = Path(cfg.state_dir)
@@ -195,11 +206,19 @@ class Server:
             wait_learner_gone(state_dir)  # a learner process of a killed server: gone before the checkpoint is read
             meta = state_dir / "serve.json"
             if meta.is_file():
-                old = json.loads(meta.read_text())
+                try:
+                    old = json.loads(meta.read_text(), object_pairs_hook=unique_object)
+                except ValueError as exc:  # a hand-edited file: not JSON, or a key given twice
+                    raise ValueError(f"{meta} is not a valid configuration ({str(exc).splitlines()[0]})") from None
                 for k in ServeConfig.FIXED:
                     if old.get(k) != cfg.fixed()[k]:
                         raise ConfigMismatch(f"{state_dir} was started with {k}={old.get(k)!r}, not "
                                              f"{cfg.fixed()[k]!r}; use another --state folder")
+            #: the failure resolved by cfg.resume_learner at this start, or None
+            self.resumed = None if cfg.resume_learner is None else resume_failure(state_dir, cfg.resume_learner)
+            failed, skipped = load_failures(state_dir)
+            #: log positions of the rollouts skipped after failures (--resume-learner skip)
+            self.skipped = [f.position for f in skipped]
             self.env, self.agent_name = env, cfg.agent
             self.spaces = Spaces(env.observation_space, env.action_space)
             limits = Limits(cfg.max_streams, cfg.max_outstanding)
@@ -209,7 +228,8 @@ class Server:
             ckpts = RunCheckpoints(state_dir / "checkpoint")
             self.learner = Learner(agent, ServerState(self.spaces, limits), ckpts, cfg.fixed(), cfg.checkpoint_every,
                                    on_checkpoint=None if cfg.keep_log else self.log.discard_before,
-                                   acting_noise=self.noise)
+                                   acting_noise=self.noise, on_failure=partial(record_failure, state_dir),
+                                   skip=self.skipped)
             if ckpts.latest() is not None:
                 _, st = ckpts.load()
                 self.learner.load_state_dict(st)
@@ -225,9 +245,21 @@ class Server:
                 self.state.apply(rec, transitions=False)
             self.replayed = len(records)
             self.inline = cfg.learn == "inline"
-            if self.inline:
-                for rec in records:
+            if failed is not None:  # the learner as it was before the failure, in every mode; it learns no further
+                start = self.learner.position
+                if not start <= failed.position < self.log.next_index:
+                    raise ValueError(f"{state_dir / FAILURE_FILE} records a learner failure at log record "
+                                     f"{failed.position}, outside the records after the checkpoint ({start} to "
+                                     f"{self.log.next_index - 1}); a folder put together from different runs?")
+                for rec in records[:failed.position - start]:
                     self.learner.consume(rec)
+                self.learner.error = failed
+            elif self.inline:
+                for rec in records:
+                    try:
+                        self.learner.consume(rec)
+                    except LearnerFailure:  # recorded: the server acts from the last good policy
+                        break
                     self.learner.maybe_checkpoint()
             elif cfg.learn == "process":  # it replays the records after the checkpoint from the log itself
                 from lcpo.serve.process import ProcessLearner
@@ -249,10 +281,13 @@ class Server:
 
     # -- requests (synchronous: called from the event loop, one at a time) ---------------------------------------
     def _check_alive(self) -> None:
+        from lcpo.serve.learner import LearnerFailure
+
         if self.failed:
             raise RequestError(503, f"the server stopped accepting requests: {self.failed}")
-        if self.learner.error is not None:
-            raise RequestError(503, f"the learner failed: {self.learner.error}")
+        error = self.learner.error
+        if error is not None and not isinstance(error, LearnerFailure):  # a failure on a record: acting goes on
+            raise RequestError(503, f"the learner failed: {error}")
 
     def _decide(self, rec: dict) -> dict:
         snap = self.learner.snapshot
@@ -262,21 +297,34 @@ class Server:
         rec["v"] = snap.version
         return {"action": rec["a"], "decision": decision_id(n), "policy_version": snap.version}
 
-    def _commit(self, rec: dict, fed: bool = False) -> None:
+    def _commit(self, rec: dict, fed: bool = False, feed_error: Exception | None = None) -> None:
+        """Log ``rec``, apply it, and hand it to the learner. ``fed``: (inline) the learner already learned from
+        its transition; ``feed_error``: (inline) learning from it raised this."""
+        from lcpo.serve.learner import LearnerFailure
+
         try:
             self.log.append(rec)
         except OSError as exc:
             if fed:  # the learner already holds this transition: its state no longer follows the log
                 self.failed = f"log write failed after learning from it ({exc})"
+                self.learner.error = feed_error or RuntimeError(self.failed)  # so it is never checkpointed
             raise RequestError(503, f"the log write failed ({exc}); the request was not accepted") from None
         self.state.apply(rec, transitions=False)
-        if self.inline:
-            if fed:
-                self.learner.replica.apply(rec)
-                self.learner.consumed = self.learner.position
+        if isinstance(self.learner.error, LearnerFailure):
+            pass  # it failed on an earlier record and learns from none after it (the log keeps them all)
+        elif feed_error is not None:
+            self.learner.fail(rec["#"], feed_error)  # recorded now that the record is in the log
+        elif self.inline:
+            try:
+                if fed:
+                    self.learner.replica.apply(rec)
+                    self.learner.consumed = self.learner.position
+                else:
+                    self.learner.consume(rec)
+            except LearnerFailure:
+                pass  # recorded; the answer stands, from the last good policy
             else:
-                self.learner.consume(rec)
-            self.learner.maybe_checkpoint()
+                self.learner.maybe_checkpoint()
         else:
             self.learner.submit(rec)
         self.counts["accepted"] += 1
@@ -285,14 +333,17 @@ class Server:
         """Handle ``/v1/step`` (see :mod:`lcpo.serve.protocol`). Raises :class:`RequestError`."""
         self._check_alive()
         rec = self.state.check_step(body)
-        fed = False
-        if self.inline:
+        fed, feed_error = False, None
+        if self.inline and self.learner.error is None:  # (a new record: never at a skipped position, all in the log)
             out = self.state.peek(rec)
             if out is not None:
-                self.learner.feed(*out)
                 fed = True
-        answer = self._decide(rec)
-        self._commit(rec, fed)
+                try:
+                    self.learner.feed(*out)
+                except Exception as exc:  # noqa: BLE001 - the update failed: recorded once the record is logged
+                    feed_error = exc
+        answer = self._decide(rec)  # from the last good policy if the update failed
+        self._commit(rec, fed, feed_error)
         return answer
 
     def act(self, body: Any) -> dict:
@@ -337,8 +388,10 @@ class Server:
 
     # -- reading -------------------------------------------------------------------------------------------------
     def status(self) -> dict:
-        """Counters and learner state (``GET /v1/status``)."""
-        from lcpo.serve.learner import finite
+        """Counters and learner state (``GET /v1/status``): ``error`` is None or why the learner stopped, and
+        ``learner_failed_at`` the log record it failed on (then the server acts from the last good policy),
+        ``skipped_rollouts`` the records where rollouts were dropped (``--resume-learner skip``)."""
+        from lcpo.serve.learner import LearnerFailure, finite
 
         lr = self.learner
         return {
@@ -352,6 +405,8 @@ class Server:
             "last_update_s": lr.update_seconds, "uptime_s": time.time() - self.started,
             "diagnostics": {k: finite(v) for k, v in lr.last_diagnostics.items()},
             "error": None if lr.error is None else str(lr.error),
+            "learner_failed_at": lr.error.position if isinstance(lr.error, LearnerFailure) else None,
+            "skipped_rollouts": list(self.skipped),
             "learner_pid": getattr(lr, "pid", None), "learner_ready": getattr(lr, "ready", True),
         }
 
@@ -369,6 +424,8 @@ class Server:
             ("lcpo_serve_learner_lag_records", "gauge", "log records not yet consumed by the learner",
              s["records"] - s["learner_position"]),
             ("lcpo_serve_last_update_seconds", "gauge", "wall time of the last update", s["last_update_s"]),
+            ("lcpo_serve_learner_failed", "gauge", "1 if the learner stopped (error in /v1/status)",
+             int(s["error"] is not None)),
         ]
         out = []
         for name, kind, text, value in rows:
@@ -382,8 +439,9 @@ class Server:
         """Drain the learner, checkpoint, close the log and free the state folder (SIGTERM ends here).
 
         Raises:
-            RuntimeError: the learner failed (no final checkpoint; the log holds every record). Also kept in
-                ``close_error`` (uvicorn's lifespan shutdown only logs it).
+            RuntimeError: the learner failed (no final checkpoint; the log holds every record, and a failure on a
+                record is in ``STATE/learner-failure.json``). Also kept in ``close_error`` (uvicorn's lifespan
+                shutdown only logs it).
         """
         if self.closed:
             return
@@ -446,6 +504,9 @@ def create_app(server: Server):
     def parse(body: bytes) -> Any:
         try:
             return loads(body)
+        except DuplicateKeyError as exc:  # json alone would keep the last value silently
+            raise RequestError(400, f"the request body repeats a key in one object ({exc}); each key may appear "
+                                    "once", "body") from None
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise RequestError(400, f"the request body is not JSON ({str(exc).splitlines()[0][:120]})", "body") \
                 from None

@@ -15,6 +15,17 @@ return accumulation crosses from one stream into another. The stream's next tran
 With one stream this is exactly the in-process :meth:`~lcpo.agents.base.Agent.learn` schedule (one run, not
 cut), so learning through the server equals learning in process on the same seed.
 
+**A record the learner fails on.** Learning is a function of the log, so an update that raises on logged data (an
+advantage or return beyond float32 from extreme but accepted rewards, ...) would raise again at every restart's
+replay. The learner therefore stops *before* that record for good (:meth:`Learner.fail`): the failure (the
+record's position and a one-line reason, :class:`LearnerFailure`) is written to ``STATE/learner-failure.json``
+(:func:`record_failure`), the last published snapshot stays the acting policy, and nothing is checkpointed after
+it. A restart replays the learner up to that record and no further, so it reaches the state the learner was in
+before the failure and serves again. ``--resume-learner retry`` forgets the failure (after a fix, the replay
+goes past the record again); ``--resume-learner skip`` moves it to the file's ``skipped`` list: at that record
+the learner drops the rollout whose update failed (the transitions waiting since the last update, that record's
+included) and learns on, at every later replay as well (:func:`resume_failure`).
+
 **Acting snapshots.** After each update the learner publishes ``Snapshot(version, policy)``: the NumPy acting
 mirror (:func:`lcpo.agents.nets.make_fast_policy`) of a copy of the actor; ``version`` counts updates. Requests
 read the latest snapshot, never the agent. Action noise comes from :class:`ActingNoise`, the same Gumbel
@@ -25,18 +36,21 @@ from __future__ import annotations
 
 import collections
 import copy
+import json
 import math
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterable
 
 import numpy as np
 
 from lcpo.online.loop import Transition
-from lcpo.serve.protocol import ServerState
+from lcpo.serve.protocol import ServerState, unique_object
 
-__all__ = ["SUPPORTED", "build_agent", "ActingNoise", "Snapshot", "Learner"]
+__all__ = ["SUPPORTED", "build_agent", "ActingNoise", "Snapshot", "Learner", "LearnerFailure", "FAILURE_FILE",
+           "RESUME_CHOICES", "load_failures", "record_failure", "resume_failure"]
 
 
 def _supported_check(cls, name: str) -> None:
@@ -150,6 +164,96 @@ class ActingNoise:
             self._states = {}
 
 
+#: The learner's failure and the rollouts skipped since, in the state folder: ``{"failed": {"position": int,
+#: "error": str} or null, "skipped": [{"position": int, "error": str}, ...]}`` (module docstring).
+FAILURE_FILE = "learner-failure.json"
+#: ``--resume-learner``: what a start does with a recorded failure (:func:`resume_failure`).
+RESUME_CHOICES = ("retry", "skip")
+
+
+class LearnerFailure(RuntimeError):
+    """Learning from a logged record raised: the learner stops before that record for good (module docstring).
+
+    Args:
+        position: the log record whose transition the failed update (or step) was learning from.
+        reason: one line, the exception's type and message (``"ValueError: advantages 1.4e+39 ..."``).
+    """
+
+    def __init__(self, position: int, reason: str):
+        super().__init__(f"learning from log record {position} failed: {reason}")
+        self.position, self.reason = int(position), str(reason)
+
+
+def _failure_path(state_dir: str | Path) -> Path:
+    return Path(state_dir) / FAILURE_FILE
+
+
+def load_failures(state_dir: str | Path) -> tuple[LearnerFailure | None, list[LearnerFailure]]:
+    """The recorded failure (or None) and the skipped ones, oldest first, from ``STATE/learner-failure.json``
+    (none without the file).
+
+    Raises:
+        ValueError: one line naming the file: not JSON, a repeated key, or not of :data:`FAILURE_FILE`'s form.
+    """
+    path = _failure_path(state_dir)
+    if not path.is_file():
+        return None, []
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_object)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not valid JSON ({str(exc).splitlines()[0]})") from None
+
+    def entry(x: Any, where: str) -> LearnerFailure:
+        if not (isinstance(x, dict) and set(x) == {"position", "error"} and type(x["position"]) is int
+                and x["position"] >= 0 and isinstance(x["error"], str)):
+            raise ValueError(f"{path}: {where} must be {{\"position\": a record index >= 0, \"error\": a string}}, "
+                             f"got {json.dumps(x)[:80]}")
+        return LearnerFailure(x["position"], x["error"])
+
+    if not (isinstance(doc, dict) and set(doc) == {"failed", "skipped"} and isinstance(doc["skipped"], list)):
+        raise ValueError(f"{path} must hold {{\"failed\": null or a failure, \"skipped\": [failure, ...]}}, got "
+                         f"{json.dumps(doc)[:80]}")
+    failed = None if doc["failed"] is None else entry(doc["failed"], "failed")
+    return failed, [entry(x, f"skipped[{k}]") for k, x in enumerate(doc["skipped"])]
+
+
+def _write_failures(state_dir: str | Path, failed: LearnerFailure | None, skipped: list[LearnerFailure]) -> None:
+    from lcpo.persistence.atomic import atomic_write_json
+
+    def entry(f: LearnerFailure) -> dict:
+        return {"position": f.position, "error": f.reason}
+
+    atomic_write_json(_failure_path(state_dir), {"failed": None if failed is None else entry(failed),
+                                                 "skipped": [entry(f) for f in skipped]})
+
+
+def record_failure(state_dir: str | Path, failure: LearnerFailure) -> None:
+    """Write ``failure`` as the state folder's learner failure (atomically; the skipped ones are kept).
+
+    Raises:
+        ValueError: the file exists and is malformed (:func:`load_failures`). OSError: it cannot be written.
+    """
+    _write_failures(state_dir, failure, load_failures(state_dir)[1])
+
+
+def resume_failure(state_dir: str | Path, how: str) -> LearnerFailure | None:
+    """Resolve a recorded failure before a start: ``"retry"`` forgets it, ``"skip"`` adds it to the skipped ones
+    (the learner drops the rollout that failed at its record, at every replay). Nothing recorded: no change.
+
+    Returns:
+        The failure resolved, or None.
+
+    Raises:
+        ValueError: ``how`` is not in :data:`RESUME_CHOICES`, or the file is malformed.
+    """
+    if how not in RESUME_CHOICES:
+        raise ValueError(f"resume_learner must be one of {', '.join(RESUME_CHOICES)}, got {how!r}")
+    failed, skipped = load_failures(state_dir)
+    if failed is not None:
+        _write_failures(state_dir, None, skipped + [failed] if how == "skip" else skipped)
+    return failed
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """A published acting policy: ``policy.sample(obs, noise)``; ``version`` = updates applied."""
@@ -180,10 +284,19 @@ class Learner:
         on_checkpoint: called with the position after each commit (e.g. the log's ``discard_before``).
         acting_noise: the server's acting noise, whose generator state at the learner's position each checkpoint
             also stores (``"acting_noise"``, beside the learner's state), or None.
+        on_failure: called with the :class:`LearnerFailure` when learning from a record fails (e.g.
+            :func:`record_failure`), or None.
+        skip: positions of log records at which the learner drops the waiting rollout instead of learning from it
+            (failures skipped with ``--resume-learner skip``).
+
+    Attributes:
+        error: None, or why the learner stopped: a :class:`LearnerFailure` (learning from a record failed: the
+            server acts on from the last snapshot) or any other exception (the server refuses with 503).
     """
 
     def __init__(self, agent, replica: ServerState, checkpoints=None, config: dict | None = None,
-                 checkpoint_every: int = 1, on_checkpoint=None, acting_noise: ActingNoise | None = None):
+                 checkpoint_every: int = 1, on_checkpoint=None, acting_noise: ActingNoise | None = None,
+                 on_failure=None, skip: Iterable[int] = ()):
         self.agent, self.replica = agent, replica
         self.rollout_steps = int(agent.hp.rollout_steps)
         self.runs: dict[str, list[Transition]] = {}
@@ -191,6 +304,7 @@ class Learner:
         self.checkpoints, self.config = checkpoints, dict(config or {})
         self.checkpoint_every, self.on_checkpoint = int(checkpoint_every), on_checkpoint
         self.acting_noise = acting_noise
+        self.on_failure, self.skip = on_failure, frozenset(int(x) for x in skip)
         self.last_diagnostics: dict = {}
         self.update_seconds = 0.0
         self.checkpointed_at = -1
@@ -243,15 +357,47 @@ class Learner:
         A step with ``reward: null`` on a stream that has a waiting run starts it afresh: the stream's next
         transition does not follow the run's last one, so that one is cut (marked truncated, unless it ended
         its episode), as at the end of a stream's run, and GAE bootstraps from its ``next_obs`` there.
+
+        At a position in ``skip``, the transition and the runs waiting are dropped (no update).
+
+        Raises:
+            LearnerFailure: learning from the record's transition raised (:meth:`fail` was called; the
+                original exception is chained).
+            ValueError: a record that does not fit the replica (a corrupt or foreign log).
         """
+        position = self.replica.records
         if rec.get("k") == "step" and rec.get("r") is None:
             run = self.runs.get(rec["s"])
             if run and not (run[-1].terminated or run[-1].truncated):
                 run[-1] = run[-1]._replace(truncated=True)
         out = self.replica.apply(rec)
         if out is not None:
-            self.feed(*out)
+            if position in self.skip:  # the rollout whose update failed here: dropped (--resume-learner skip)
+                self.runs, self.waiting = {}, 0
+            else:
+                try:
+                    self.feed(*out)
+                except Exception as exc:  # noqa: BLE001 - whatever the update raised: named, recorded, kept
+                    raise self.fail(position, exc) from exc
         self.consumed = self.replica.records
+
+    def fail(self, position: int, exc: BaseException) -> LearnerFailure:
+        """Stop learning for good before log record ``position``, learning from which raised ``exc``: sets
+        ``error`` and ``consumed = position``, and calls ``on_failure``. The learner then takes no further record
+        and no checkpoint (its agent may hold part of the failed update); the last snapshot stays published.
+
+        Returns:
+            The :class:`LearnerFailure` (one line: the exception's type and its message's first line, at most
+            300 characters).
+        """
+        lines = str(exc).strip().splitlines()
+        reason = f"{type(exc).__name__}: {lines[0] if lines else '(no message)'}"
+        failure = LearnerFailure(position, reason if len(reason) <= 300 else reason[:297] + "...")
+        self.error = failure
+        self.consumed = int(position)
+        if self.on_failure is not None:
+            self.on_failure(failure)
+        return failure
 
     def feed(self, stream: str, tr: Transition) -> bool:
         """Add one transition to its stream's run; update when ``rollout_steps`` are waiting.
@@ -288,7 +434,13 @@ class Learner:
             self.checkpoint()
 
     def checkpoint(self) -> None:
-        """Commit the learner's state at its position (atomically, :class:`RunCheckpoints`)."""
+        """Commit the learner's state at its position (atomically, :class:`RunCheckpoints`).
+
+        Raises:
+            RuntimeError: the learner failed (``error``): its state is never committed.
+        """
+        if self.error is not None:
+            raise RuntimeError(f"the learner failed: {self.error}") from self.error
         self._since_checkpoint = 0
         if self.checkpoints is None or self.checkpointed_at == self.position:
             return

@@ -17,6 +17,10 @@ the acting path for the server's interpreter.
   sent at most every 0.1 s while it moves, with every snapshot, and on request (:meth:`ProcessLearner.wait_for`).
 * *Control*: ``("stop", records)`` (drain to that record, checkpoint, answer ``("stopped", status)`` and exit)
   and ``("report", position)`` (send a status once the learner has consumed ``position`` records).
+* *Failure*: when learning from a record raises, the learner records it in ``STATE/learner-failure.json``
+  (:mod:`lcpo.serve.learner`, "A record the learner fails on"), sends ``("failed", position, reason)`` and exits
+  1; the server then acts on from the last snapshot. Any other error is sent as ``("error", message)`` before the
+  exit, and the server answers 503 from then on.
 
 The pipe is an anonymous socket pair shared only by the server and the process it spawned; its messages are
 pickled by :mod:`multiprocessing` (nothing from a client ever travels on it).
@@ -63,7 +67,7 @@ import threading
 import time
 from pathlib import Path
 
-from lcpo.serve.learner import Learner, Snapshot
+from lcpo.serve.learner import Learner, LearnerFailure, Snapshot
 
 __all__ = ["LEARNER_LOCK", "ProcessLearner", "wait_learner_gone"]
 
@@ -150,8 +154,10 @@ class _ProcessSideLearner(Learner):
         super().checkpoint()
 
 
-def _learner_main(cfg, position: int, version: int, acked, conn, ppid: int) -> None:
-    """The learner process (module docstring). Exits 0 after a ``stop``, 1 after an error (sent first)."""
+def _learner_main(cfg, position: int, version: int, acked, conn, ppid: int, skip: tuple = ()) -> None:
+    """The learner process (module docstring). Exits 0 after a ``stop``, 1 after an error (sent first: a
+    :class:`~lcpo.serve.learner.LearnerFailure` as ``("failed", position, reason)``, once recorded in the state
+    folder; anything else as ``("error", message)``)."""
     _die_with_parent(ppid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a signal to the whole group: the server drains the learner
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -160,9 +166,15 @@ def _learner_main(cfg, position: int, version: int, acked, conn, ppid: int) -> N
     try:
         lock = _lock_file(cfg.state_dir, 60.0)
         try:
-            _learn(cfg, position, version, acked, conn, ppid)
+            _learn(cfg, position, version, acked, conn, ppid, skip)
         finally:
             lock.close()
+    except LearnerFailure as exc:  # recorded by the learner; the server acts on from the last snapshot
+        try:
+            conn.send(("failed", exc.position, exc.reason))
+        except OSError:
+            pass
+        sys.exit(1)
     except BaseException as exc:  # noqa: BLE001 - reported to the server, which answers 503 from then on
         try:
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
@@ -171,13 +183,13 @@ def _learner_main(cfg, position: int, version: int, acked, conn, ppid: int) -> N
         sys.exit(1)
 
 
-def _learn(cfg, position: int, version: int, acked, conn, ppid: int) -> None:
+def _learn(cfg, position: int, version: int, acked, conn, ppid: int, skip: tuple) -> None:
     from functools import partial
 
     from lcpo.online.threads import limit_threads
     from lcpo.persistence.checkpoint import RunCheckpoints
     from lcpo.serve.app import _env_of
-    from lcpo.serve.learner import ActingNoise, build_agent
+    from lcpo.serve.learner import ActingNoise, build_agent, record_failure
     from lcpo.serve.log import LogReader, discard_segments
     from lcpo.serve.protocol import Limits, ServerState, Spaces
 
@@ -203,7 +215,8 @@ def _learn(cfg, position: int, version: int, acked, conn, ppid: int) -> None:
     learner = _ProcessSideLearner(agent, ServerState(spaces, Limits(cfg.max_streams, cfg.max_outstanding)), ckpts,
                                   cfg.fixed(), cfg.checkpoint_every,
                                   on_checkpoint=None if cfg.keep_log else partial(discard_segments, state_dir / "log"),
-                                  acting_noise=noise, publish=publish, published=version)
+                                  acting_noise=noise, publish=publish, published=version,
+                                  on_failure=partial(record_failure, state_dir), skip=skip)
     if ckpts.latest() is not None:
         _, st = ckpts.load()
         learner.load_state_dict(st)
@@ -292,7 +305,8 @@ class ProcessLearner:
         self._done = threading.Condition()
         self._stopped = False
         self.process = ctx.Process(target=_learner_main, name="lcpo-serve-learner", daemon=True,
-                                   args=(cfg, local.position, local.updates, self._acked, child, os.getpid()))
+                                   args=(cfg, local.position, local.updates, self._acked, child, os.getpid(),
+                                         tuple(sorted(local.skip))))
         # an ignored signal stays ignored across fork and exec: the child ignores the group's SIGINT/SIGTERM from
         # its first instruction on, not only once its imports are done (only the main thread may set handlers)
         try:
@@ -365,6 +379,9 @@ class ProcessLearner:
                 elif kind in ("status", "stopped"):
                     self._take(msg[1])
                     self._stopped = self._stopped or kind == "stopped"
+                elif kind == "failed":  # learning from record msg[1] failed: recorded in the state folder
+                    self.error = LearnerFailure(msg[1], msg[2])
+                    self.consumed = msg[1]
                 elif kind == "error":
                     self.error = RuntimeError(msg[1])
                 self._done.notify_all()

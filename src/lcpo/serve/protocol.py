@@ -41,11 +41,44 @@ try:  # optional (the serve extra): 5-10x faster than the json module on request
 except ImportError:  # pragma: no cover - exercised where orjson is not installed
     orjson = None
 
-__all__ = ["RequestError", "Limits", "Spaces", "ServerState", "INFO_KEYS", "loads", "dumps"]
+__all__ = ["RequestError", "Limits", "Spaces", "ServerState", "INFO_KEYS", "DuplicateKeyError", "unique_object",
+           "loads", "dumps"]
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object holds the same key twice; ``key`` is the first key found repeated."""
+
+    def __init__(self, key: str):
+        super().__init__(f"duplicate key {_show(key)}")
+        self.key = key
+
+
+def unique_object(pairs: list) -> dict:
+    """``json.loads``'s ``object_pairs_hook`` that refuses an object with a repeated key (``json.loads`` alone keeps
+    the last value silently).
+
+    Args:
+        pairs: the object's ``(key, value)`` pairs in document order.
+
+    Returns:
+        The object as a dict.
+
+    Raises:
+        DuplicateKeyError: naming the first key that appears twice.
+    """
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise DuplicateKeyError(k)
+            seen.add(k)
+    return out
 
 
 def loads(data: bytes | str) -> Any:
-    """Parse a JSON document: what ``json.loads`` returns, faster where orjson is installed.
+    """Parse a JSON document: what ``json.loads`` returns, except that an object with a repeated key is refused;
+    faster where orjson is installed.
 
     orjson parses a strict subset of what ``json.loads`` accepts. Where it refuses a document (``NaN``,
     ``Infinity``, a number beyond float64 such as ``1e999``, a byte-order mark, UTF-16/32, a lone surrogate,
@@ -53,15 +86,33 @@ def loads(data: bytes | str) -> Any:
     and is then refused with a 422 naming the field, not a 400. One difference remains: orjson reads an integer
     beyond 64 bits as a float, which validation turns into the same float32 or float64 value either way.
 
+    Repeated keys: orjson, like ``json.loads``, keeps the last value silently. Every object member has one colon
+    outside the strings, and ``orjson.dumps`` writes the colons inside strings as they are, so a document without
+    ``\\u`` escapes (which could spell a colon ``\\u003a``) holds as many colons as its re-encoding exactly when
+    no member was dropped. Otherwise (or where orjson is not installed, or the document is nested too deeply for
+    ``orjson.dumps``) ``json.loads`` with :func:`unique_object` decides and names the key.
+
+    Args:
+        data: the document, UTF-8 bytes (or UTF-16/32, as ``json.loads`` detects) or str.
+
     Raises:
+        DuplicateKeyError: an object holds a key twice (a ``ValueError``).
         ValueError, UnicodeDecodeError, RecursionError: as ``json.loads`` does, for a document it refuses.
     """
     if orjson is not None:
         try:
-            return orjson.loads(data)
+            doc = orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(data)
+        else:
+            text = isinstance(data, str)
+            try:
+                same = orjson.dumps(doc).count(b":") == data.count(":" if text else b":")
+            except TypeError:  # orjson.JSONEncodeError: nested deeper than orjson.dumps writes
+                same = False
+            if same and ("\\u" if text else b"\\u") not in data:
+                return doc
+    return json.loads(data, object_pairs_hook=unique_object)
 
 
 def dumps(obj: Any, default=None) -> bytes:

@@ -26,7 +26,8 @@ __all__ = ["SpecError", "load_spec", "spec_env"]
 
 
 class SpecError(ValueError):
-    """A spec file is missing, not JSON, or holds a bad field; the message names the file and the field."""
+    """A spec file is missing, not JSON, repeats a key, or holds a bad field; the message names the file and the
+    field."""
 
 
 def _bound(value: Any, size: int, field: str, default: float):
@@ -48,13 +49,17 @@ def load_spec(path: str | Path) -> dict:
     """Read and check a spec file (module docstring); returns the parsed document.
 
     Raises:
-        SpecError: naming the file and the bad field.
+        SpecError: naming the file and the bad field (or the key an object repeats).
     """
     path = Path(path)
+    from lcpo.serve.protocol import DuplicateKeyError, unique_object
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_object)
     except FileNotFoundError:
         raise SpecError(f"spec file {path} does not exist") from None
+    except DuplicateKeyError as exc:  # json alone would keep the last value silently
+        raise SpecError(f"spec file {path} repeats a key in one object ({exc}); each key may appear once") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SpecError(f"spec file {path} is not JSON ({exc})") from None
     try:
