@@ -170,8 +170,8 @@ def test_the_failure_shows_in_the_http_status_and_metrics_and_acting_goes_on(tmp
         r = client.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0], "reward": 1.0})
         assert r.status_code == 200 and r.json()["policy_version"] == 1
     finally:
-        with pytest.raises(RuntimeError, match="the learner failed"):  # the shutdown reports the failure
-            client.__exit__(None, None, None)
+        client.__exit__(None, None, None)  # a quiet shutdown (no "Application shutdown failed" traceback) ...
+    assert "the learner failed" in str(server.close_error)  # ... that keeps why there is no final checkpoint
 
 
 def test_a_bad_failure_file_is_refused_in_one_line_naming_it(tmp_path):

@@ -172,7 +172,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sys.setswitchinterval(args.switch_interval)  # other threads yield the GIL to the acting path
     sock = bind_socket(args.host, args.port)  # before the state folder and the learner: a taken port stops here
     try:
-        server = Server(cfg)
+        server = Server(cfg, say=lambda line: print(line, file=sys.stderr, flush=True))
     except KeyboardInterrupt:  # Ctrl-C while the agent is built or the log replayed: nothing was served
         sock.close()
         print(f"lcpo serve: interrupted while starting; nothing was answered (a restart on --state {args.state} "
@@ -199,7 +199,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     "the rollout whose update failed there is dropped")
             print(f"lcpo serve: --resume-learner {args.resume_learner}: {what} ({server.resumed})", file=sys.stderr,
                   flush=True)
-        if server.learner.error is not None:  # a failure recorded in the state folder: acting goes on, learning not
+        if server.learner.error is not None and server.learner.error is not server.reported:
+            # a failure recorded in the state folder (one found while starting was told already): acting goes on
             print(f"lcpo serve: not learning: {server.learner.error}; acting from policy version "
                   f"{server.learner.snapshot.version} (restart with --resume-learner retry or skip, docs/serving.md)",
                   file=sys.stderr, flush=True)
@@ -212,8 +213,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         server.close()
     if server.close_error is not None:  # raised in uvicorn's lifespan shutdown, which only logs it
+        from lcpo.serve.learner import LearnerFailure
+
+        resume = ("; restart with --resume-learner retry or skip to learn again (docs/serving.md)"
+                  if isinstance(server.learner.error, LearnerFailure) else "")
         print(f"lcpo serve: stopped without a final checkpoint ({server.close_error}); a restart on the same "
-              f"--state replays the log", file=sys.stderr, flush=True)
+              f"--state replays the log{resume}", file=sys.stderr, flush=True)
         return 1
     print(f"lcpo serve: stopped after {server.state.transitions} steps, {server.learner.updates} updates; "
           f"checkpoint at record {server.learner.checkpointed_at}", file=sys.stderr, flush=True)

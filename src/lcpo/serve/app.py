@@ -74,8 +74,9 @@ class ServeConfig:
         token: bearer token every request must carry, or None (loopback only).
         segment_bytes: log segment size.
         learner_nice: with ``learn="process"``, the niceness the learner process adds to its own (``os.nice``;
-            0-19): under CPU contention the acting path then runs first and the learner lags (its lag is in
-            ``/v1/status``) rather than the answers.
+            0-19): under CPU contention the acting path then runs first and the learner lags (``records -
+            learner_position`` in ``/v1/status``, ``lcpo_serve_learner_lag_records`` in ``/metrics``) rather
+            than the answers.
         resume_learner: None, or what to do with a learner failure recorded in the state folder
             (:mod:`lcpo.serve.learner`, "A record the learner fails on"): ``"retry"`` (forget it: learn from
             that record again, e.g. after a fix) or ``"skip"`` (drop the rollout whose update failed and learn on).
@@ -165,6 +166,8 @@ class Server:
 
     Args:
         cfg: the configuration.
+        say: None, or called with one line for the operator when the learner stops while the server runs (a
+            failure on a record, or its process dying), once per failure, from the thread that noticed it.
 
     Raises:
         ValueError: a bad configuration (named), a state folder started with another configuration
@@ -174,7 +177,7 @@ class Server:
         RunFolderBusy: another server holds the state folder.
     """
 
-    def __init__(self, cfg: ServeConfig):
+    def __init__(self, cfg: ServeConfig, say=None):
         from lcpo.persistence.atomic import atomic_write_json
         from lcpo.persistence.checkpoint import RunCheckpoints
         from lcpo.serve.learner import (FAILURE_FILE, RESUME_CHOICES, ActingNoise, Learner, LearnerFailure, build_agent,
@@ -190,6 +193,9 @@ class Server:
         if cfg.resume_learner is not None and cfg.resume_learner not in RESUME_CHOICES:
             raise ValueError(f"resume_learner must be one of {', '.join(RESUME_CHOICES)}, got {cfg.resume_learner!r}")
         self.cfg = cfg
+        self.say = say
+        #: the learner's error already told through ``say`` (the CLI's start-up line then does not repeat it)
+        self.reported: BaseException | None = None
         self.started = time.time()
         state_dir = Path(cfg.state_dir)
         if state_dir.exists() and not state_dir.is_dir():
@@ -230,6 +236,7 @@ class Server:
                                    on_checkpoint=None if cfg.keep_log else self.log.discard_before,
                                    acting_noise=self.noise, on_failure=partial(record_failure, state_dir),
                                    skip=self.skipped)
+            self.learner.on_error = self._learner_stopped
             if ckpts.latest() is not None:
                 _, st = ckpts.load()
                 self.learner.load_state_dict(st)
@@ -251,9 +258,13 @@ class Server:
                     raise ValueError(f"{state_dir / FAILURE_FILE} records a learner failure at log record "
                                      f"{failed.position}, outside the records after the checkpoint ({start} to "
                                      f"{self.log.next_index - 1}); a folder put together from different runs?")
-                for rec in records[:failed.position - start]:
-                    self.learner.consume(rec)
-                self.learner.error = failed
+                try:
+                    for rec in records[:failed.position - start]:
+                        self.learner.consume(rec)
+                except LearnerFailure:  # an earlier record fails (a hand-edited file): that one is now recorded
+                    pass
+                else:
+                    self.learner.error = failed
             elif self.inline:
                 for rec in records:
                     try:
@@ -278,6 +289,22 @@ class Server:
         self.counts = {"accepted": 0, "refused": 0}
         self.closed = False
         self.close_error: BaseException | None = None
+
+    def _learner_stopped(self, error: BaseException) -> None:
+        """Tell the operator (``say``) that the learner stopped: on a record (acting goes on) or otherwise (503)."""
+        from lcpo.serve.learner import LearnerFailure
+
+        self.reported = error
+        if self.say is None:
+            return
+        if isinstance(error, LearnerFailure):
+            line = (f"lcpo serve: the learner failed at log record {error.position}: {error.reason}; serving the "
+                    f"last good policy (version {self.learner.snapshot.version}); see /v1/status, restart with "
+                    "--resume-learner skip or retry (docs/serving.md)")
+        else:
+            line = (f"lcpo serve: the learner stopped: {' '.join(str(error).splitlines())}; requests are refused "
+                    "with 503 (see /v1/status); a restart on the same --state replays the log")
+        self.say(line)
 
     # -- requests (synchronous: called from the event loop, one at a time) ---------------------------------------
     def _check_alive(self) -> None:
@@ -464,7 +491,8 @@ def _error_body(exc: RequestError) -> bytes:
 
 
 def create_app(server: Server):
-    """The ASGI application around ``server``; its shutdown closes the server (drain, checkpoint).
+    """The ASGI application around ``server``; its shutdown closes the server (drain, checkpoint). A learner that
+    had failed makes that shutdown end without a final checkpoint, quietly: ``server.close_error`` holds why.
 
     The POST endpoints are served by a plain ASGI function (headers read from the scope, the body gathered up
     to ``max_body``, one JSON answer) in front of a Starlette application that serves the GET endpoints and
@@ -560,7 +588,13 @@ def create_app(server: Server):
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
-        server.close()
+        try:
+            server.close()
+        except RuntimeError:
+            if server.learner.error is None:
+                raise
+            # the learner had failed: no final checkpoint, kept in close_error for the CLI's one-line message
+            # (uvicorn would print the error as "Application shutdown failed" with its traceback)
 
     routes = [
         Route("/v1/status", get(server.status), methods=["GET"]),

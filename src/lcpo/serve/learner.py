@@ -180,8 +180,9 @@ class LearnerFailure(RuntimeError):
     """
 
     def __init__(self, position: int, reason: str):
+        reason = " ".join(str(reason).splitlines())  # one line, also from a hand-edited failure file
         super().__init__(f"learning from log record {position} failed: {reason}")
-        self.position, self.reason = int(position), str(reason)
+        self.position, self.reason = int(position), reason
 
 
 def _failure_path(state_dir: str | Path) -> Path:
@@ -292,6 +293,8 @@ class Learner:
     Attributes:
         error: None, or why the learner stopped: a :class:`LearnerFailure` (learning from a record failed: the
             server acts on from the last snapshot) or any other exception (the server refuses with 503).
+        on_error: None, or called once with ``error`` when the learner stops on its own (after ``on_failure``;
+            from the learner's thread in thread mode), e.g. to tell the operator at that moment.
     """
 
     def __init__(self, agent, replica: ServerState, checkpoints=None, config: dict | None = None,
@@ -309,6 +312,7 @@ class Learner:
         self.update_seconds = 0.0
         self.checkpointed_at = -1
         self.error: BaseException | None = None
+        self.on_error = None
         self._since_checkpoint = 0
         self._pending: collections.deque = collections.deque()
         self._wake = threading.Event()
@@ -397,6 +401,8 @@ class Learner:
         self.consumed = int(position)
         if self.on_failure is not None:
             self.on_failure(failure)
+        if self.on_error is not None:
+            self.on_error(failure)
         return failure
 
     def feed(self, stream: str, tr: Transition) -> bool:
@@ -491,7 +497,10 @@ class Learner:
                         self._done.notify_all()
                     time.sleep(0.001)  # gather the next records: one wake-up per millisecond at most
         except BaseException as exc:  # reported by /v1/status; the server then refuses requests with 503
-            self.error = exc
+            if self.error is None:  # (a LearnerFailure was reported by fail())
+                self.error = exc
+                if self.on_error is not None:
+                    self.on_error(exc)
         finally:
             with self._done:
                 self._done.notify_all()

@@ -20,7 +20,10 @@ the acting path for the server's interpreter.
 * *Failure*: when learning from a record raises, the learner records it in ``STATE/learner-failure.json``
   (:mod:`lcpo.serve.learner`, "A record the learner fails on"), sends ``("failed", position, reason)`` and exits
   1; the server then acts on from the last snapshot. Any other error is sent as ``("error", message)`` before the
-  exit, and the server answers 503 from then on.
+  exit, and the server answers 503 from then on. The ``failed`` message also carries the learner's last status
+  (so ``/v1/status`` shows the last checkpoint it committed), and the server reaps the process as soon as it
+  exits (``learner_pid`` is then null); if it dies without a word (``kill -9``), the server reads the checkpoint
+  position from ``checkpoint/latest.json``.
 
 The pipe is an anonymous socket pair shared only by the server and the process it spawned; its messages are
 pickled by :mod:`multiprocessing` (nothing from a client ever travels on it).
@@ -59,6 +62,7 @@ state at its position), and it deletes the log segments a checkpoint covers (unl
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import signal
@@ -171,7 +175,7 @@ def _learner_main(cfg, position: int, version: int, acked, conn, ppid: int, skip
             lock.close()
     except LearnerFailure as exc:  # recorded by the learner; the server acts on from the last snapshot
         try:
-            conn.send(("failed", exc.position, exc.reason))
+            conn.send(("failed", exc.position, exc.reason, getattr(exc, "status", None)))
         except OSError:
             pass
         sys.exit(1)
@@ -181,6 +185,17 @@ def _learner_main(cfg, position: int, version: int, acked, conn, ppid: int, skip
         except OSError:
             pass
         sys.exit(1)
+
+
+@contextlib.contextmanager
+def _final_status(status):
+    """A :class:`LearnerFailure` raised inside leaves with the learner's last status (``exc.status``: checkpoint
+    position, updates, waiting), which the ``("failed", ...)`` message carries to the server."""
+    try:
+        yield
+    except LearnerFailure as exc:
+        exc.status = status()
+        raise
 
 
 def _learn(cfg, position: int, version: int, acked, conn, ppid: int, skip: tuple) -> None:
@@ -238,7 +253,7 @@ def _learn(cfg, position: int, version: int, acked, conn, ppid: int, skip: tuple
             learner.consume(rec)
             learner.maybe_checkpoint()
 
-    with limit_threads(agent.threads):
+    with limit_threads(agent.threads), _final_status(status):
         while True:
             n = acked.value
             busy = n > learner.position
@@ -319,7 +334,11 @@ class ProcessLearner:
             for sig, handler in old.items():
                 signal.signal(sig, handler)
         child.close()
+        #: the learner process's id while it lives; None once it has exited and been reaped
         self.pid = self.process.pid
+        #: called once with ``error`` when the learner stops on its own (from the receiver thread)
+        self.on_error = local.on_error
+        self._checkpoints = Path(cfg.state_dir) / "checkpoint"
         self._receiver = threading.Thread(target=self._receive, name="lcpo-serve-learner-pipe", daemon=True)
         self._receiver.start()
         import atexit
@@ -360,18 +379,40 @@ class ProcessLearner:
         self.checkpointed_at, self.update_seconds = st["checkpointed_at"], st["update_seconds"]
         self.last_diagnostics = st["last_diagnostics"]
 
+    def _reap(self, process) -> None:
+        """Wait for the exiting learner process (no zombie left) and report no pid once it is gone."""
+        process.join(5)
+        if not process.is_alive():
+            self.pid = None
+
     def _receive(self) -> None:
+        process = self.process
         while True:
             try:
                 msg = self._conn.recv()
             except (EOFError, OSError):
+                died = None
+                if not self._stopped and self.error is None:
+                    self._reap(process)
+                    died = RuntimeError(f"the learner process exited (exit code {process.exitcode})")
+                    try:  # its last checkpoint may be newer than its last status
+                        from lcpo.persistence.checkpoint import RunCheckpoints
+
+                        latest = RunCheckpoints(self._checkpoints).latest()
+                        if latest is not None:
+                            self.checkpointed_at = max(self.checkpointed_at, int(latest.step))
+                    except (OSError, ValueError):
+                        pass
                 with self._done:
-                    if not self._stopped and self.error is None:
-                        self.process.join(5)
-                        self.error = RuntimeError(f"the learner process exited (exit code {self.process.exitcode})")
+                    if died is not None:
+                        self.error = died
                     self._done.notify_all()
+                if died is not None and self.on_error is not None:
+                    self.on_error(died)
                 return
             kind = msg[0]
+            if kind in ("failed", "error"):  # the process exits right after: reaped before the error shows
+                self._reap(process)
             with self._done:
                 if kind == "snapshot":
                     self.snapshot = self._build(msg[1], msg[2])
@@ -380,11 +421,15 @@ class ProcessLearner:
                     self._take(msg[1])
                     self._stopped = self._stopped or kind == "stopped"
                 elif kind == "failed":  # learning from record msg[1] failed: recorded in the state folder
+                    if len(msg) > 3 and msg[3] is not None:
+                        self._take(msg[3])
                     self.error = LearnerFailure(msg[1], msg[2])
                     self.consumed = msg[1]
                 elif kind == "error":
                     self.error = RuntimeError(msg[1])
                 self._done.notify_all()
+            if kind in ("failed", "error") and self.on_error is not None:
+                self.on_error(self.error)
             if kind == "stopped":
                 return
 
