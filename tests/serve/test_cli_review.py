@@ -7,28 +7,14 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 
 import pytest
 
-SPEC = {"observation": {"size": 3, "low": -5.0, "high": 5.0}, "action": {"discrete": 3}}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _serve(tmp_path, port: int, *extra: str) -> subprocess.Popen:
-    (tmp_path / "spec.json").write_text(json.dumps(SPEC))
-    args = [sys.executable, "-m", "lcpo.cli.main", "serve", "--spec", str(tmp_path / "spec.json"), "--agent", "a2c",
-            "--set", "rollout_steps=8", "--state", str(tmp_path / "state"), "--port", str(port), *extra]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # its own process group, as a terminal's job
+from serve_cli import SPEC
+from serve_cli import free_port as _free_port
+from serve_cli import serve_process as _serve
 
 
 def _wait_ready(http, proc) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,31 +15,19 @@ from pathlib import Path
 import pytest
 
 from lcpo.serve.learner import FAILURE_FILE, load_failures
+from serve_cli import SPEC
+from serve_cli import free_port as _free_port
+from serve_cli import serve_process
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-SPEC = {"observation": {"size": 3, "low": -5.0, "high": 5.0}, "action": {"discrete": 3}}
 BIG = 3e38  # six of them overflow the second update's advantages without the return normaliser
 FAILED_AT = 12  # record 0 starts the stream; records 1-6 complete update 1; records 7-12 the failing update 2
 FAILURE_LINE = f"lcpo serve: the learner failed at log record {FAILED_AT}: ValueError: advantages"
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _serve(tmp_path, port: int, *extra: str) -> subprocess.Popen:
-    (tmp_path / "spec.json").write_text(json.dumps(SPEC))
-    args = [sys.executable, "-m", "lcpo.cli.main", "serve", "--spec", str(tmp_path / "spec.json"), "--agent", "a2c",
-            "--set", "rollout_steps=6", "--set", "normalize_returns=false", "--state", str(tmp_path / "state"),
-            "--port", str(port), *extra]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+def _serve(tmp_path, port: int, *extra: str):
+    return serve_process(tmp_path, port, *extra, sets=("rollout_steps=6", "normalize_returns=false"))
 
 
 def _until(check, what: str, proc, timeout: float = 180.0):

@@ -199,8 +199,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     "the rollout whose update failed there is dropped")
             print(f"lcpo serve: --resume-learner {args.resume_learner}: {what} ({server.resumed})", file=sys.stderr,
                   flush=True)
-        if server.learner.error is not None and server.learner.error is not server.reported:
-            # a failure recorded in the state folder (one found while starting was told already): acting goes on
+        if server.restored_failure is not None and server.learner.error is server.restored_failure:
+            # a failure recorded in the state folder (a new one, found while starting or later, is told by the
+            # server's `say` when it happens, from whichever thread finds it): acting goes on
             print(f"lcpo serve: not learning: {server.learner.error}; acting from policy version "
                   f"{server.learner.snapshot.version} (restart with --resume-learner retry or skip, docs/serving.md)",
                   file=sys.stderr, flush=True)

@@ -194,8 +194,11 @@ class Server:
             raise ValueError(f"resume_learner must be one of {', '.join(RESUME_CHOICES)}, got {cfg.resume_learner!r}")
         self.cfg = cfg
         self.say = say
-        #: the learner's error already told through ``say`` (the CLI's start-up line then does not repeat it)
+        #: the last learner error told through ``say``
         self.reported: BaseException | None = None
+        #: the failure read from the state folder's failure file and kept (the learner stopped before it, without
+        #: failing again in this process); None otherwise
+        self.restored_failure: BaseException | None = None
         self.started = time.time()
         state_dir = Path(cfg.state_dir)
         if state_dir.exists() and not state_dir.is_dir():
@@ -264,7 +267,7 @@ class Server:
                 except LearnerFailure:  # an earlier record fails (a hand-edited file): that one is now recorded
                     pass
                 else:
-                    self.learner.error = failed
+                    self.learner.error = self.restored_failure = failed
             elif self.inline:
                 for rec in records:
                     try:
