@@ -40,6 +40,15 @@ def test_set_values_are_json_first():
         "hidden": [64, 64], "gamma": 0.9, "hidden2": "64,64", "n": 3}
 
 
+def test_a_set_value_whose_json_repeats_a_key_is_refused(capsys, tmp_path):
+    """JSON alone keeps the last of two equal keys: `--set 'x={"a": 1, "a": 2}'` would read as {"a": 2}."""
+    with pytest.raises(ValueError, match=r"""--set 'x=\{"a": 1, "b": \{"c": 2, "c": 3\}\}'.*duplicate key 'c'"""):
+        parse_assignments(['x={"a": 1, "b": {"c": 2, "c": 3}}'], "--set")
+    rc, err = _run(capsys, tmp_path, "--set", 'hidden={"a": 1, "a": 2}')
+    assert rc == 2 and "duplicate key 'a'" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
+
+
 def test_multi_agent_key_unknown_to_every_agent_is_an_error(capsys, tmp_path):
     rc, err = _run(capsys, tmp_path, "--agent", "ppo", "a2c", "--set", "nosuch=1")
     assert rc == 2 and "'nosuch'" in err and "ppo, a2c" in err

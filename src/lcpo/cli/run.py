@@ -22,15 +22,20 @@ def parse_assignments(items: list[str] | None, what: str) -> dict:
     """Parse ``KEY=VALUE`` strings; values are JSON when they parse as JSON, else strings.
 
     Raises:
-        ValueError: for an item without ``=`` (names the item).
+        ValueError: for an item without ``=`` (names the item), or a JSON value whose object repeats a key
+            (``{"a": 1, "a": 2}``: names the item and the key; JSON alone would keep the last value silently).
     """
+    from lcpo.persistence.strict_json import DuplicateKeyError, loads_strict
+
     out = {}
     for item in items or []:
         if "=" not in item:
             raise ValueError(f"{what} {item!r} is not of the form KEY=VALUE")
         k, v = item.split("=", 1)
         try:
-            out[k.strip()] = json.loads(v)
+            out[k.strip()] = loads_strict(v)
+        except DuplicateKeyError as exc:
+            raise ValueError(f"{what} {item!r}: the JSON value repeats a key ({exc})") from None
         except json.JSONDecodeError:
             out[k.strip()] = v
     return out

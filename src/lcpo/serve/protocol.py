@@ -35,6 +35,7 @@ import numpy as np
 
 from lcpo.numerics.finite import F32_MAX
 from lcpo.online.loop import Transition
+from lcpo.persistence.strict_json import DuplicateKeyError, unique_object  # noqa: F401  (re-exported: __all__)
 
 try:  # optional (the serve extra): 5-10x faster than the json module on request bodies, answers and records
     import orjson
@@ -43,37 +44,6 @@ except ImportError:  # pragma: no cover - exercised where orjson is not installe
 
 __all__ = ["RequestError", "Limits", "Spaces", "ServerState", "INFO_KEYS", "DuplicateKeyError", "unique_object",
            "loads", "dumps"]
-
-
-class DuplicateKeyError(ValueError):
-    """A JSON object holds the same key twice; ``key`` is the first key found repeated."""
-
-    def __init__(self, key: str):
-        super().__init__(f"duplicate key {_show(key)}")
-        self.key = key
-
-
-def unique_object(pairs: list) -> dict:
-    """``json.loads``'s ``object_pairs_hook`` that refuses an object with a repeated key (``json.loads`` alone keeps
-    the last value silently).
-
-    Args:
-        pairs: the object's ``(key, value)`` pairs in document order.
-
-    Returns:
-        The object as a dict.
-
-    Raises:
-        DuplicateKeyError: naming the first key that appears twice.
-    """
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen = set()
-        for k, _ in pairs:
-            if k in seen:
-                raise DuplicateKeyError(k)
-            seen.add(k)
-    return out
 
 
 def loads(data: bytes | str) -> Any:
