@@ -104,7 +104,7 @@ def _gone(pid: int, within: float) -> bool:
             with open(f"/proc/{pid}/stat") as fh:
                 if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
                     return True
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone (reaped between the open and the read: ESRCH)
             return True
         time.sleep(0.05)
     return False
