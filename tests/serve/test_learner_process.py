@@ -241,37 +241,42 @@ def test_the_learner_process_dies_with_the_server_on_kill9_and_ends_with_it_on_s
             "the learner killed, then SIGTERM")
     for how in hows:
         proc = _cli_server(tmp_path, port)
-        _wait_ready(http, proc)
-        http.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0]})
-        for k in range(20):
-            assert http.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0], "reward": 1.0}).status_code == 200
-        pid = http.get("/v1/status").json()["learner_pid"]
-        assert pid is not None and not _gone(pid, 0)
-        if how == "kill -9":
-            proc.kill()
-        elif how == "SIGTERM":
-            proc.send_signal(signal.SIGTERM)
-        elif how == "SIGTERM to the group":
-            os.killpg(proc.pid, signal.SIGTERM)
-        else:
-            os.kill(pid, signal.SIGKILL)
-            assert _gone(pid, 10)
-            deadline = time.monotonic() + 30
-            while http.get("/v1/status").json()["error"] is None:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-            assert http.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0], "reward": 1.0}).status_code == 503
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=120) == 1, "a server whose learner failed exits 1 (no final checkpoint)"
-            err = sorted(tmp_path.glob("server-*.err"))[-1].read_text()
-            assert "stopped without a final checkpoint" in err and "learner process exited" in err
-            break
-        assert proc.wait(timeout=120) == (-signal.SIGKILL if how == "kill -9" else 0), how
-        assert _gone(pid, 10), f"the learner process outlived the server ({how})"
-        if how != "kill -9":  # drained: the checkpoint covers every record so far
-            step, saved = RunCheckpoints(tmp_path / "state/checkpoint").load()
-            records = 21 * (2 if how == "SIGTERM" else 3)
-            assert step == records and saved["agent"]["updates"] == (records // 21 * 20) // 8, how
+        try:
+            _wait_ready(http, proc)
+            http.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0]})
+            for k in range(20):
+                assert http.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0], "reward": 1.0}).status_code == 200
+            pid = http.get("/v1/status").json()["learner_pid"]
+            assert pid is not None and not _gone(pid, 0)
+            if how == "kill -9":
+                proc.kill()
+            elif how == "SIGTERM":
+                proc.send_signal(signal.SIGTERM)
+            elif how == "SIGTERM to the group":
+                os.killpg(proc.pid, signal.SIGTERM)
+            else:
+                os.kill(pid, signal.SIGKILL)
+                assert _gone(pid, 10)
+                deadline = time.monotonic() + 30
+                while http.get("/v1/status").json()["error"] is None:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.05)
+                assert http.post("/v1/step", json={"stream": "s", "obs": [0, 0, 0], "reward": 1.0}).status_code == 503
+                proc.send_signal(signal.SIGTERM)
+                assert proc.wait(timeout=120) == 1, "a server whose learner failed exits 1 (no final checkpoint)"
+                err = sorted(tmp_path.glob("server-*.err"))[-1].read_text()
+                assert "stopped without a final checkpoint" in err and "learner process exited" in err
+                break
+            assert proc.wait(timeout=120) == (-signal.SIGKILL if how == "kill -9" else 0), how
+            assert _gone(pid, 10), f"the learner process outlived the server ({how})"
+            if how != "kill -9":  # drained: the checkpoint covers every record so far
+                step, saved = RunCheckpoints(tmp_path / "state/checkpoint").load()
+                records = 21 * (2 if how == "SIGTERM" else 3)
+                assert step == records and saved["agent"]["updates"] == (records // 21 * 20) // 8, how
+        except BaseException:  # a failed check: the server and its learner must not outlive the test
+            if proc.poll() is None:
+                proc.kill()
+            raise
 
 
 def test_a_bad_learner_nice_is_refused_before_anything_starts(tmp_path, capsys):
