@@ -293,9 +293,12 @@ def test_a_bad_learner_nice_is_refused_before_anything_starts(tmp_path, capsys):
 
 
 def test_the_learner_process_runs_at_the_configured_niceness(tmp_path):
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    if base + 7 > 19:  # the kernel caps niceness at 19: a +7 could not be told apart from no change
+        pytest.skip(f"this process already runs at niceness {base}; a learner 7 steps nicer cannot be observed")
     server = _server(tmp_path, learner_nice=7)
     try:
         assert server.learner.wait_ready(timeout=120)
-        assert os.getpriority(os.PRIO_PROCESS, server.learner.pid) == os.getpriority(os.PRIO_PROCESS, 0) + 7
+        assert os.getpriority(os.PRIO_PROCESS, server.learner.pid) == base + 7
     finally:
         server.close()
