@@ -212,3 +212,43 @@ def test_paper_length_ou_trace():
     trace = resolve_trace("wind-1", length=PAPER_LENGTHS["wind-1"])
     assert trace.values.shape == (20_000_000, 2)
     assert trace.values.min() >= -2.5 and trace.values.max() <= 1.0
+
+
+def test_a_repeated_request_reuses_the_generated_trace():
+    a = canonical.make_trace("wind-2", 3000, seed=5)
+    assert canonical.make_trace("wind-2", 3000, seed=5) is a and canonical.make_trace("wind-2", np.int64(3000), seed=np.int64(5)) is a
+    assert not a.values.flags.writeable
+    other = canonical.make_trace("wind-2", 3000, seed=6)
+    assert other is not a and not np.array_equal(other.values, a.values)
+    fresh = canonical.make_trace("wind-2", 3000, seed=np.random.default_rng(5))  # a Generator is stateful: never reused
+    assert fresh is not canonical.make_trace("wind-2", 3000, seed=np.random.default_rng(5))
+
+
+def test_only_the_most_recent_traces_are_kept():
+    first = canonical.make_trace("wind-1", 1001, seed=0)
+    for k in range(canonical.RECENT_TRACES):
+        canonical.make_trace("wind-1", 1002 + k, seed=0)
+    again = canonical.make_trace("wind-1", 1001, seed=0)
+    assert again is not first and np.array_equal(again.values, first.values)
+    assert len(canonical._RECENT) == canonical.RECENT_TRACES
+
+
+def test_a_population_generates_its_trace_once(tmp_path, monkeypatch):
+    """Four seeds on one 20k-step trace: one generation, not one per seed and per run-folder environment."""
+    from lcpo.online.population import execute_population
+    from lcpo.online.run import RunConfig
+
+    calls = []
+    real = canonical._MAKERS["wind-4"]
+
+    def counted(length=None, seed=0):
+        calls.append((length, seed))
+        return real(length=length, seed=seed)
+
+    monkeypatch.setitem(canonical._MAKERS, "wind-4", counted)
+    monkeypatch.setattr(canonical, "_RECENT", canonical.OrderedDict())
+    cfgs = [RunConfig(trace="wind-4", trace_length=20_000, agent="a2c", steps=200, seed=s, checkpoint_every=0,
+                      overrides={"hidden": [8]}) for s in range(4)]
+    execute_population(cfgs, [tmp_path / f"s{s}" for s in range(4)])
+    assert calls == [(20_000, 0)]
+    assert all((tmp_path / f"s{s}" / "summary.json").exists() for s in range(4))

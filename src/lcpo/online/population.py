@@ -531,6 +531,7 @@ class Population:
                                    self.template)
         self.batch_native = not hasattr(self.agents, "members")  # the generic path holds its single agents
         self.loop = PopulationLoop(self.stream, self.agents, resets, self.seeds)
+        self._described: dict = {}  # seed_env's environments for descriptions (a native vector env)
 
     @property
     def n_seeds(self) -> int:
@@ -602,16 +603,33 @@ class Population:
 
     def seed_env(self, k: int, config=None):
         """An environment object for seed ``k``'s metadata (context spec, trace, run metrics): its
-        sub-environment, or (native vector environment) one made from ``config`` for its description."""
+        sub-environment, or (native vector environment) one made from ``config`` for its description, made once
+        per distinct environment description (seeds that differ only in seed share it; a 20M-step trace is
+        checked and copied once, not once per seed and call) and closed by :meth:`close_seed_envs`.
+
+        Raises:
+            ValueError: a native vector environment and no ``config``."""
         if self.seed_envs is not None:
             return self.seed_envs[k]
         if self.template is not None:
             return self.template
+        import json
+
         from lcpo.online.run import make_run_env
 
         if config is None:
             raise ValueError("a native vector environment has no sub-environment objects; pass the seed's config")
-        return make_run_env(config)
+        key = (config.env, config.trace, config.trace_length,
+               json.dumps(config.env_kwargs or {}, sort_keys=True, default=repr))
+        if key not in self._described:
+            self._described[key] = make_run_env(config)
+        return self._described[key]
+
+    def close_seed_envs(self) -> None:
+        """Close the environments :meth:`seed_env` made for descriptions (the vector env is closed apart)."""
+        described, self._described = self._described, {}
+        for env in described.values():
+            env.close()
 
 
 def _per_seed(value, n: int, what: str, kind) -> list:
@@ -855,6 +873,7 @@ def _execute_locked(*args, **kwargs) -> list[dict]:
         return _execute_population_locked(*args, made=made, **kwargs)
     finally:
         for pop in made:
+            pop.close_seed_envs()
             pop.stream.close()
 
 
