@@ -235,6 +235,8 @@ def test_only_the_most_recent_traces_are_kept():
 
 def test_a_population_generates_its_trace_once(tmp_path, monkeypatch):
     """Four seeds on one 20k-step trace: one generation, not one per seed and per run-folder environment."""
+    from collections import OrderedDict
+
     from lcpo.online.population import execute_population
     from lcpo.online.run import RunConfig
 
@@ -246,7 +248,7 @@ def test_a_population_generates_its_trace_once(tmp_path, monkeypatch):
         return real(length=length, seed=seed)
 
     monkeypatch.setitem(canonical._MAKERS, "wind-4", counted)
-    monkeypatch.setattr(canonical, "_RECENT", canonical.OrderedDict())
+    monkeypatch.setattr(canonical, "_RECENT", OrderedDict(), raising=False)
     cfgs = [RunConfig(trace="wind-4", trace_length=20_000, agent="a2c", steps=200, seed=s, checkpoint_every=0,
                       overrides={"hidden": [8]}) for s in range(4)]
     execute_population(cfgs, [tmp_path / f"s{s}" for s in range(4)])

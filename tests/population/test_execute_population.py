@@ -473,3 +473,24 @@ def test_kill_9_of_a_population_process_resumes_to_the_uninterrupted_runs(tmp_pa
         assert _outputs(tmp_path / "cut" / f"a2c-s{s}") == _outputs(tmp_path / "full" / f"a2c-s{s}")
         summary = json.loads((tmp_path / "cut" / f"a2c-s{s}" / "summary.json").read_text())
         assert summary["resumed_from"][-1] >= 1000
+
+
+def test_description_environments_are_made_once_and_closed(tmp_path, monkeypatch):
+    """The native vector env has no per-seed env objects: run folders are described by one env per distinct
+    environment configuration, made once for all seeds and closed with the population."""
+    import lcpo.online.run as run_mod
+
+    made, closed = [], []
+    real = run_mod.make_run_env
+
+    def tracked(config):
+        env = real(config)
+        made.append(env)
+        inner = env.close
+        env.close = lambda: (closed.append(env), inner())
+        return env
+
+    monkeypatch.setattr(run_mod, "make_run_env", tracked)
+    cfgs = [_cfg("a2c", s, steps=200, checkpoint_every=0) for s in (0, 1, 2)]
+    execute_population(cfgs, [tmp_path / f"s{s}" for s in (0, 1, 2)])
+    assert len(made) == 1 and closed == made
