@@ -230,13 +230,11 @@ def test_only_the_most_recent_traces_are_kept():
         canonical.make_trace("wind-1", 1002 + k, seed=0)
     again = canonical.make_trace("wind-1", 1001, seed=0)
     assert again is not first and np.array_equal(again.values, first.values)
-    assert len(canonical._RECENT) == canonical.RECENT_TRACES
+    assert canonical._recent.cache_info().currsize == canonical.RECENT_TRACES
 
 
 def test_a_population_generates_its_trace_once(tmp_path, monkeypatch):
     """Four seeds on one 20k-step trace: one generation, not one per seed and per run-folder environment."""
-    from collections import OrderedDict
-
     from lcpo.online.population import execute_population
     from lcpo.online.run import RunConfig
 
@@ -248,7 +246,7 @@ def test_a_population_generates_its_trace_once(tmp_path, monkeypatch):
         return real(length=length, seed=seed)
 
     monkeypatch.setitem(canonical._MAKERS, "wind-4", counted)
-    monkeypatch.setattr(canonical, "_RECENT", OrderedDict(), raising=False)
+    canonical._recent.cache_clear()  # a trace made by an earlier test would not count
     cfgs = [RunConfig(trace="wind-4", trace_length=20_000, agent="a2c", steps=200, seed=s, checkpoint_every=0,
                       overrides={"hidden": [8]}) for s in range(4)]
     execute_population(cfgs, [tmp_path / f"s{s}" for s in range(4)])

@@ -37,9 +37,8 @@ in the registry (``SeedSequence([seed, index])``), so different traces with the 
 from __future__ import annotations
 
 import difflib
+import functools
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -369,33 +368,27 @@ def make_trace(name: str, length: int | None = None, seed: gen.SeedLike = 0) -> 
         raise TraceError(f"unknown trace name {name!r}{hint} Known names: {', '.join(TRACE_NAMES)}; "
                          f"or give a path to a {'/'.join(SUFFIXES)} file")
     key = _recent_key(name, length, seed)
-    if key is None:
-        return maker(length=length, seed=seed)
-    with _RECENT_LOCK:
-        trace = _RECENT.get(key)
-        if trace is not None:
-            _RECENT.move_to_end(key)
-            return trace
-    trace = maker(length=length, seed=seed)  # outside the lock: generation may take seconds
-    with _RECENT_LOCK:
-        trace = _RECENT.setdefault(key, trace)  # a thread that made it meanwhile wins; both are equal
-        _RECENT.move_to_end(key)
-        while len(_RECENT) > RECENT_TRACES:
-            _RECENT.popitem(last=False)
-    return trace
+    return maker(length=length, seed=seed) if key is None else _recent(*key)
 
 
 #: How many generated traces :func:`make_trace` keeps for reuse (name, length and int seed alike).
 RECENT_TRACES = 2
-_RECENT: OrderedDict[tuple, ContextTrace] = OrderedDict()
-_RECENT_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=RECENT_TRACES)
+def _recent(name: str, length: int | None, seed: int) -> ContextTrace:
+    """:func:`make_trace`'s generation for an int seed, the :data:`RECENT_TRACES` most recent kept."""
+    return _MAKERS[name](length=length, seed=seed)
+
+
+def _is_plain_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def _recent_key(name: str, length: int | None, seed: gen.SeedLike) -> tuple | None:
     """The reuse key of a :func:`make_trace` call, or None when it must generate (a stateful or odd seed, a
     length that :func:`_length` will refuse)."""
-    plain = (lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)))
-    if not plain(seed) or not (length is None or plain(length)):
+    if not _is_plain_int(seed) or not (length is None or _is_plain_int(length)):
         return None
     return name, None if length is None else int(length), int(seed)
 
