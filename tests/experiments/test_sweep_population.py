@@ -66,3 +66,50 @@ def test_a_stopped_population_task_checkpoints_and_resumes_to_the_same_runs(tmp_
     assert [r["lifelong_return"] for r in resumed] == [r["lifelong_return"] for r in alone]
     for s in specs:
         assert _outputs(tmp_path / "runs" / s.run_id) == _outputs(tmp_path / "alone" / s.run_id)
+
+
+@pytest.mark.parametrize("population", [2, 1])
+def test_a_resumed_sweep_says_where_each_run_resumed(tmp_path, capfd, population):
+    """The runs' one-line notes reach the sweep's standard error (from its worker processes), as `lcpo run`
+    prints them: before, a sweep resumed, or started afresh, without a word."""
+    specs = [_spec(s) for s in range(2)]
+    outs = [str(tmp_path / "runs" / s.run_id) for s in specs]
+    calls = [0]
+
+    def stop_soon():
+        calls[0] += 1
+        return calls[0] > 4
+
+    groups = [[dict(s.config) for s in specs]] if population == 2 else [[dict(s.config)] for s in specs]
+    out_groups = [outs] if population == 2 else [[o] for o in outs]
+    stopped = []
+    for g, o in zip(groups, out_groups):
+        calls[0] = 0
+        stopped += [r["interrupted_at"] for r in run_group(g, o, should_stop=stop_soon)]
+    first = capfd.readouterr().err
+    assert "resuming" not in first and "nothing to resume" not in first  # new folders: no note
+    run_sweep(specs, tmp_path, workers=1, progress=False, write_store=False, population=population)
+    err = capfd.readouterr().err
+    for o, step in zip(outs, stopped):
+        assert 0 < step < 1200
+        assert f"lcpo sweep: {o}: resuming from the checkpoint at step {step:,}\n" in err, err
+
+
+def test_a_dask_tasks_notes_reach_the_sweeps_standard_error():
+    """On the Dask backend a task's notes go through ``distributed.print``: a "print" event the client (the
+    sweep) prints on its standard error, wherever the worker runs. A plain print would stay in the worker's log."""
+    distributed = pytest.importorskip("dask.distributed")
+    from lcpo.experiments.runner import _default_notes
+
+    def task():
+        note = _default_notes("lcpo-sweep-stop-test")
+        note("/runs/r0: resuming from the checkpoint at step 850")
+        note("/runs/r1: nothing to resume; starting from step 0")  # a new folder: left out
+        return True
+
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,  # in-process: no sockets
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        assert client.submit(task, pure=False).result()
+        events = [msg for _, msg in client.get_events("print")]
+    assert [(e["args"], e["file"]) for e in events] == [
+        (("lcpo sweep: /runs/r0: resuming from the checkpoint at step 850",), 2)], events

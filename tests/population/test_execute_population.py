@@ -199,6 +199,33 @@ def test_crash_during_a_population_checkpoint_resumes_to_the_same_runs(tmp_path,
     assert {(200, 200, 200), (400, 200, 200), (400, 400, 200), (400, 400, 400)} <= sources, sources
 
 
+def test_a_pointer_whose_generations_are_gone_is_refused_and_nothing_is_written(tmp_path):
+    """Run folders brought back without their checkpoint/ (a copy that skipped the large files) while the
+    population pointer says step 400: resuming used to start every seed afresh, silently overwriting 400 steps of
+    episodes; now a one-line CheckpointError names the pointer, the missing generation and the way on."""
+    from lcpo.persistence.checkpoint import CheckpointError
+
+    cfgs = [_cfg("a2c", s) for s in (0, 1)]
+    outs = [tmp_path / f"p{s}" for s in (0, 1)]
+    execute_population(cfgs, outs, stop_at=400)
+    pop_dir = population_folder(outs, "a2c")
+    generation = read_population_pointer(pop_dir)["members"][0]["generation"]
+    for out in outs:
+        shutil.rmtree(out / "checkpoint")
+    before = {o: _outputs(o) for o in outs}
+    with pytest.raises(CheckpointError) as err:
+        execute_population(cfgs, outs)
+    msg = str(err.value)
+    assert "\n" not in msg and "step 400" in msg and str(pop_dir / "population.json") in msg
+    assert str(outs[0] / "checkpoint" / generation) in msg and f"delete {pop_dir}" in msg
+    assert {o: _outputs(o) for o in outs} == before
+    # as the message says: without the pointer, the seeds start afresh and end as uninterrupted runs
+    shutil.rmtree(pop_dir)
+    again = execute_population(cfgs, outs)
+    full = execute_population(cfgs, [tmp_path / f"full{s}" for s in (0, 1)])
+    assert [a["lifelong_return"] for a in again] == [b["lifelong_return"] for b in full]
+
+
 @pytest.mark.slow
 def test_crash_at_every_file_operation_of_a_population_checkpoint(tmp_path, monkeypatch):
     _crash_trials(tmp_path, monkeypatch, stride=1)

@@ -124,7 +124,8 @@ def _limit_threads() -> None:
 
 
 def run_one(config: dict[str, Any], out_dir: str, executor: str = DEFAULT_EXECUTOR,
-            should_stop: Callable[[], bool] | None = None, stop_event: str | None = None) -> dict[str, Any]:
+            should_stop: Callable[[], bool] | None = None, stop_event: str | None = None,
+            on_message: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run one spec in the current process (the task a worker executes).
 
     Takes the run folder's lock (waiting while another process or thread holds it: never two copies of one
@@ -140,6 +141,8 @@ def run_one(config: dict[str, Any], out_dir: str, executor: str = DEFAULT_EXECUT
             ``should_stop`` argument; see :func:`lcpo.online.run.execute`).
         stop_event: the name of a ``dask.distributed.Event`` that stops the run once set (the Dask backend; asked
             at most once a second); a run whose event is set before it starts is not started.
+        on_message: receives the run's one-line notes (resumed from step N, started afresh, ...), passed to the
+            executor's ``execute`` when it takes ``on_message``; default: :func:`_default_notes`.
 
     Returns:
         The run's summary dict; ``{"interrupted_at": step}`` for a run stopped by a stop request, and
@@ -164,6 +167,8 @@ def run_one(config: dict[str, Any], out_dir: str, executor: str = DEFAULT_EXECUT
             run_config = module.RunConfig.from_dict(config)
             extra = {"should_stop": should_stop} if should_stop is not None and _takes(module.execute,
                                                                                      "should_stop") else {}
+            if _takes(module.execute, "on_message"):
+                extra["on_message"] = on_message or _default_notes(stop_event)
             summary = module.execute(run_config, out, resume=True, progress=False, **extra)
             return dict(summary)
         except Exception as exc:  # noqa: BLE001 - recorded in error.json and re-raised as RunFailed
@@ -206,7 +211,7 @@ def group_seeds(specs: Sequence[RunSpec], max_size: int) -> list[list[RunSpec]]:
 
 def run_group(configs: Sequence[dict[str, Any]], out_dirs: Sequence[str], executor: str = DEFAULT_EXECUTOR,
               should_stop: Callable[[], bool] | None = None, stop_event: str | None = None,
-              device: str = "cpu") -> list[dict[str, Any]]:
+              device: str = "cpu", on_message: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """Run a group of runs that differ only in seed (the task a worker executes for :func:`group_seeds`).
 
     One run, or an executor other than ``lcpo.online.run``: each run through :func:`run_one`, one after the
@@ -214,7 +219,8 @@ def run_group(configs: Sequence[dict[str, Any]], out_dirs: Sequence[str], execut
     which takes every run folder's lock); runs whose checkpoints stand at different steps (resumed before on
     their own) cannot form one population and run one by one instead. ``device`` (``lcpo sweep --device``) is
     the population's torch device (:func:`lcpo.online.population.execute_population`); off the CPU even a single
-    run trains as a population of one.
+    run trains as a population of one. ``on_message`` receives the runs' one-line notes (where each resumed
+    from, or that it started afresh); by default they go to the sweep's standard error (:func:`_default_notes`).
 
     Returns:
         One summary per run, in order (``{"interrupted_at": step}`` / ``{"not_started": True}`` as
@@ -227,8 +233,10 @@ def run_group(configs: Sequence[dict[str, Any]], out_dirs: Sequence[str], execut
         should_stop = _dask_stop_check(stop_event)
         if should_stop():
             return [{"not_started": True} for _ in configs]
+    on_message = on_message or _default_notes(stop_event)
     if (len(configs) == 1 and device == "cpu") or executor != DEFAULT_EXECUTOR:
-        return [run_one(c, o, executor, should_stop=should_stop) for c, o in zip(configs, out_dirs)]
+        return [run_one(c, o, executor, should_stop=should_stop, on_message=on_message)
+                for c, o in zip(configs, out_dirs)]
     _limit_threads()
     from lcpo.online.population import execute_population
     from lcpo.online.run import RunConfig
@@ -239,13 +247,37 @@ def run_group(configs: Sequence[dict[str, Any]], out_dirs: Sequence[str], execut
     try:
         run_configs = [RunConfig.from_dict(c) for c in configs]
         return [dict(s) for s in execute_population(run_configs, outs, resume=True, should_stop=should_stop,
-                                                    device=device)]
+                                                    device=device, on_message=on_message)]
     except ValueError as exc:
         if "checkpoints are at different steps" not in str(exc):
             _record_group_error(configs, outs, exc)
-        return [run_one(c, o, executor, should_stop=should_stop) for c, o in zip(configs, out_dirs)]
+        return [run_one(c, o, executor, should_stop=should_stop, on_message=on_message)
+                for c, o in zip(configs, out_dirs)]
     except Exception as exc:  # noqa: BLE001 - recorded in each error.json and re-raised as RunFailed
         _record_group_error(configs, outs, exc)
+
+
+def _default_notes(stop_event: str | None) -> Callable[[str], None]:
+    """Where a task's notes go when its caller gives no ``on_message``: the standard error of this process, as
+    ``lcpo sweep: NOTE``; in a Dask task (``stop_event`` set) through ``distributed.print``, which also prints
+    them on the client's standard error."""
+    if stop_event is not None:
+        from distributed import print as remote_print
+
+        return _quiet_fresh(lambda msg: remote_print(f"lcpo sweep: {msg}", file=sys.stderr))
+    return _quiet_fresh(lambda msg: print(f"lcpo sweep: {msg}", file=sys.stderr, flush=True))
+
+
+def _quiet_fresh(write: Callable[[str], None]) -> Callable[[str], None]:
+    """``write``, less the note of a run starting in a new folder (every new run of a sweep would print one)."""
+
+    def quiet(msg: str) -> None:
+        from lcpo.online.run import NOTHING_TO_RESUME  # imported by the run that sends a note (torch: not earlier)
+
+        if not msg.endswith(NOTHING_TO_RESUME):
+            write(msg)
+
+    return quiet
 
 
 def _record_group_error(configs, outs, exc: BaseException) -> None:
@@ -466,6 +498,13 @@ def _local_worker(conn, stop_flag, parent_pid: int) -> None:
     def should_stop() -> bool:
         return term[0] or stop_flag.value != 0 or os.getppid() != parent_pid
 
+    @_quiet_fresh
+    def note(msg: str) -> None:  # a run's one-line note, written by the sweep process above its progress bar
+        try:
+            conn.send(("note", msg))
+        except OSError:
+            pass  # the sweep process is gone: the run stops at its next poll
+
     try:
         while not should_stop():
             if not conn.poll(0.2):
@@ -475,7 +514,8 @@ def _local_worker(conn, stop_flag, parent_pid: int) -> None:
                 break
             configs, out_dirs, executor, device = task
             try:
-                conn.send(("ok", run_group(configs, out_dirs, executor, should_stop=should_stop, device=device)))
+                conn.send(("ok", run_group(configs, out_dirs, executor, should_stop=should_stop, device=device,
+                                           on_message=note)))
             except Exception as exc:  # noqa: BLE001 - sent to the sweep process, which records it
                 msg = (str(exc) if isinstance(exc, RunFailed)
                        else f"{Path(out_dirs[0]).name}: {type(exc).__name__}: {exc}")
@@ -577,12 +617,14 @@ def _run_local(todo: Sequence[list[RunSpec]], runs_dir: Path, executor: str, wor
                 break
             wait([w.conn for w in busy] + [w.proc.sentinel for w in pool], timeout=0.5)
             for w in list(pool):
-                if w.spec is not None and w.conn.poll():
+                while w.spec is not None and w.conn.poll():
                     try:
                         kind, payload = w.conn.recv()
                     except (EOFError, OSError):
-                        kind, payload = None, None
-                    if kind == "ok":
+                        break
+                    if kind == "note":  # a run's one-line note (resumed from step N, started afresh)
+                        write(f"lcpo sweep: {payload}")
+                    elif kind == "ok":
                         finish(w, payload, None)
                     elif kind == "error":
                         finish(w, None, RunFailed(payload))

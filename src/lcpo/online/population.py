@@ -834,9 +834,16 @@ def read_population_pointer(pop_dir: str | Path) -> dict | None:
     return doc
 
 
-def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int):
+def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int, pop_dir: Path):
     """``(step, state, source)`` seed ``cfg`` starts from: its folder's committed checkpoint, or the generation
-    the population pointer names for it (``member``, at ``pop_step``), whichever is later; or ``(0, None, None)``."""
+    the population pointer names for it (``member``, at ``pop_step``), whichever is later; or ``(0, None, None)``.
+
+    Raises:
+        CheckpointError: the pointer in ``pop_dir`` is ahead of the folder's own checkpoint for this very
+            configuration, but the generation it names is gone (a run folder copied or restored without its
+            ``checkpoint/``): resuming from the folder would silently discard those steps, so nothing is written
+            and the message says how to go on.
+    """
     from lcpo.online.run import config_changes
     from lcpo.persistence.checkpoint import CheckpointError, RunCheckpoints
 
@@ -849,7 +856,16 @@ def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int):
         best = (step, state, "folder")
     if member is not None and pop_step > best[0] and pop_step <= cfg.steps:
         same = not [c for c in config_changes(member["config"], cfg.to_dict()) if c[0] != "steps"]
-        if same and (store.folder / member["generation"]).is_dir():  # gone if the seed went on alone since
+        # a seed that went on alone since has a later folder checkpoint (and its population generation was
+        # collected), so a missing generation here means lost files, not a newer state
+        if same and not (store.folder / member["generation"]).is_dir():
+            raise CheckpointError(
+                f"population checkpoint {pop_dir / POINTER} (step {pop_step:,}) names "
+                f"{store.folder / member['generation']}, which is missing, while {out} holds "
+                + (f"a checkpoint at step {best[0]:,} only" if best[0] else "no checkpoint")
+                + f": restore the checkpoint folder, or delete {pop_dir} to go on from step {best[0]:,} (nothing "
+                "was written)")
+        if same:
             best = (pop_step, store.load_generation(pop_step, member["generation"], member["sha256"]),
                     "population")
     return best
@@ -902,7 +918,7 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
     members = {m["folder"]: m for m in pointer["members"]} if pointer else {}
     pop_step = int(pointer["step"]) if pointer else 0
     starts = [_start_state(configs[i], out_dirs[i], plans[i], members.get(_member_key(out_dirs[i], pop_dir)),
-                           pop_step) for i in active]
+                           pop_step, pop_dir) for i in active]
     steps0 = sorted({s for s, _, _ in starts})
     if len(steps0) > 1:
         at = ", ".join(f"{out_dirs[i]} at step {s:,}" for i, (s, _, _) in zip(active, starts))

@@ -227,6 +227,11 @@ def _changes_text(changes: list[tuple[str, Any, Any]]) -> str:
     return "; ".join(f"{k}: {fmt(a)} -> {fmt(b)}" for k, a, b in changes)
 
 
+#: The note of a run that starts in a new or empty folder (`lcpo run --resume` says it; a sweep, where every new
+#: run would, leaves it out).
+NOTHING_TO_RESUME = "nothing to resume; starting from step 0"
+
+
 @dataclass(frozen=True)
 class ResumePlan:
     """What :func:`execute` will do with a run folder.
@@ -347,7 +352,7 @@ def resume_plan(config: RunConfig, out_dir: str | Path, resume: bool = True) -> 
     if out.is_dir() and any((out / name).exists() for name in _RUN_OUTPUTS):
         return ResumePlan("fresh", 0, f"{out}: no checkpoint to resume from (the run stopped before its first "
                                       "checkpoint); starting afresh from step 0")
-    return ResumePlan("fresh", 0, f"{out}: nothing to resume; starting from step 0")
+    return ResumePlan("fresh", 0, f"{out}: {NOTHING_TO_RESUME}")
 
 
 def _make_folder(out: Path) -> list[Path]:
