@@ -118,3 +118,43 @@ def test_the_resume_line_of_a_stopped_sweep_repeats_how_its_populations_ran(flag
     line = _stopped_line(stopped, args, "o")
     assert line.endswith(f"to resume: lcpo sweep c.toml --out o --workers 1{repeated}"), line
     assert len(line.splitlines()) == 1
+
+
+def test_dry_run_says_where_runs_resume_and_names_a_population_checkpoint_whose_generations_are_gone(
+        capsys, tmp_path):
+    """Session 7 of the study resumed run folders whose checkpoint/ had not come along: the sweep started them
+    again from step 0 without a word. The dry run now reads the pointers and says where each run would start."""
+    import shutil
+
+    from lcpo.cli.main import main
+    from lcpo.experiments.config import expand, load_config
+    from lcpo.experiments.runner import run_dir, run_group
+
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('name = "s"\nenvs = ["lcpo/WindyPendulum-v0"]\ntraces = ["wind-3"]\ntrace_length = 5000\n'
+                   'agents = ["a2c"]\nseeds = 3\nsteps = 1200\ncheckpoint_every = 600\ndiagnostics_every = 200\n'
+                   '[overrides.a2c]\nhidden = [[16]]\nrollout_steps = [100]\n')
+    out = tmp_path / "out"
+    specs = expand(load_config(cfg))
+    calls = [0]
+
+    def stop_soon():
+        calls[0] += 1
+        return calls[0] > 4  # polls at 0, 250, 500, 600 (checkpoint), 850: stops at 850 with a checkpoint there
+
+    outs = [str(run_dir(out, s.run_id)) for s in specs[:2]]
+    assert [r["interrupted_at"] for r in run_group([dict(s.config) for s in specs[:2]], outs,
+                                                   should_stop=stop_soon)] == [850, 850]
+    argv = ["sweep", str(cfg), "--out", str(out), "--dry-run", "--population", "2"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "resume: 2 from step 850, 1 from step 0 (" in err and "gone" not in err
+    for o in outs[:2]:
+        shutil.rmtree(f"{o}/checkpoint")
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "resume: 3 from step 0 (" in err
+    assert "(step 850) names generations that are gone for 2 run(s)" in err and "start them from step 0" in err
+    # another grouping forms other populations, whose pointers do not exist: nothing to name
+    assert main(argv[:-1] + ["1"]) == 0
+    assert "gone" not in capsys.readouterr().err
