@@ -120,13 +120,9 @@ def test_the_resume_line_of_a_stopped_sweep_repeats_how_its_populations_ran(flag
     assert len(line.splitlines()) == 1
 
 
-def test_dry_run_says_where_runs_resume_and_names_a_population_checkpoint_whose_generations_are_gone(
-        capsys, tmp_path):
-    """Session 7 of the study resumed run folders whose checkpoint/ had not come along: the sweep started them
-    again from step 0 without a word. The dry run now reads the pointers and says where each run would start."""
-    import shutil
-
-    from lcpo.cli.main import main
+def _stopped_sweep(tmp_path, population=2):
+    """A 3-seed A2C sweep whose first ``population`` seeds were stopped at step 850 as one population task (a
+    checkpoint at 850); the third has no folder."""
     from lcpo.experiments.config import expand, load_config
     from lcpo.experiments.runner import run_dir, run_group
 
@@ -142,19 +138,87 @@ def test_dry_run_says_where_runs_resume_and_names_a_population_checkpoint_whose_
         calls[0] += 1
         return calls[0] > 4  # polls at 0, 250, 500, 600 (checkpoint), 850: stops at 850 with a checkpoint there
 
-    outs = [str(run_dir(out, s.run_id)) for s in specs[:2]]
-    assert [r["interrupted_at"] for r in run_group([dict(s.config) for s in specs[:2]], outs,
-                                                   should_stop=stop_soon)] == [850, 850]
-    argv = ["sweep", str(cfg), "--out", str(out), "--dry-run", "--population", "2"]
-    assert main(argv) == 0
-    err = capsys.readouterr().err
-    assert "resume: 2 from step 850, 1 from step 0 (" in err and "gone" not in err
-    for o in outs[:2]:
-        shutil.rmtree(f"{o}/checkpoint")
-    assert main(argv) == 0
-    err = capsys.readouterr().err
-    assert "resume: 3 from step 0 (" in err
-    assert "(step 850) names generations that are gone for 2 run(s)" in err and "start them from step 0" in err
-    # another grouping forms other populations, whose pointers do not exist: nothing to name
-    assert main(argv[:-1] + ["1"]) == 0
-    assert "gone" not in capsys.readouterr().err
+    outs = [run_dir(out, s.run_id) for s in specs[:population]]
+    assert [r["interrupted_at"] for r in run_group([dict(s.config) for s in specs[:population]],
+                                                   [str(o) for o in outs], should_stop=stop_soon)] == [850] * population
+    return cfg, out, outs
+
+
+def _dry(capsys, cfg, out, *flags):
+    from lcpo.cli.main import main
+
+    assert main(["sweep", str(cfg), "--out", str(out), "--dry-run", *flags]) == 0
+    return capsys.readouterr().err
+
+
+def test_dry_run_says_where_runs_resume_and_names_a_population_checkpoint_whose_generations_are_gone(
+        capsys, tmp_path):
+    """Session 7 of the study resumed run folders whose checkpoint/ had not come along: the sweep started them
+    again from step 0 without a word. The dry run now reads the pointers and says where each run would start."""
+    import shutil
+
+    cfg, out, outs = _stopped_sweep(tmp_path)
+    assert "resume: 3 from step 0 (no run folder yet)" in _dry(capsys, cfg, tmp_path / "new", "--population", "2")
+    err = _dry(capsys, cfg, out, "--population", "2")
+    assert "resume: 2 from step 850, 1 from step 0 (" in err and "refused" not in err
+    for o in outs:
+        shutil.rmtree(o / "checkpoint")
+    err = _dry(capsys, cfg, out, "--population", "2")
+    assert "resume: 1 from step 0, 2 refused (below) (" in err
+    assert "(step 850) names generations gone from 2 run folder(s) that hold a run's files but no checkpoint" in err
+    # another grouping forms other populations: theirs has no pointer; the old one's generations are gone
+    err = _dry(capsys, cfg, out, "--population", "1")
+    assert "resume: 3 from step 0 (" in err and "refused" not in err and "ahead" not in err
+
+
+def test_dry_run_reports_malformed_pointers_and_another_groupings_checkpoint_without_a_traceback(capsys, tmp_path):
+    import json
+
+    from lcpo.online.population import population_folder
+
+    cfg, out, outs = _stopped_sweep(tmp_path)
+    # a population pointer of another grouping (--population 2) ahead of runs that --population 1 starts alone:
+    # here both folders are at 850 too, so it is ahead of nothing; move seed 1's own pointer back to look behind
+    err = _dry(capsys, cfg, out, "--population", "1")
+    assert "resume: 2 from step 850, 1 from step 0 (" in err and "ahead" not in err
+    pop_pointer = population_folder(outs, "a2c") / "population.json"
+    doc = json.loads(pop_pointer.read_text())
+    doc["step"] = 1000  # as if the population had committed step 1000 and been killed before the exports
+    for m in doc["members"]:
+        m["config"]["steps"] = 1200
+    pop_pointer.write_text(json.dumps(doc))
+    err = _dry(capsys, cfg, out, "--population", "1")
+    assert "(step 1,000, 2 seeds) is ahead of 2 run(s) that this grouping starts from their own checkpoints" in err
+    assert "--population 2 resumes them from step 1,000" in err
+    for text, expect in (('{"step": 850', "truncated or corrupt"), ('{"format": 1, "step": 850, "members": [1]}',
+                                                                     "truncated or corrupt"),
+                         ('{"format": 1, "step": 850, "members": null}', "truncated or corrupt")):
+        pop_pointer.write_text(text)
+        err = _dry(capsys, cfg, out, "--population", "2")
+        assert "resume: 1 from step 0, 2 refused (below)" in err and expect in err and "Traceback" not in err
+    pop_pointer.unlink()
+    (outs[1] / "checkpoint" / "latest.json").write_text("garbage")
+    err = _dry(capsys, cfg, out, "--population", "1")
+    assert "resume: 1 from step 850, 1 from step 0, 1 refused (below)" in err and "truncated or corrupt" in err
+
+
+def test_a_refused_population_task_fails_its_runs_with_one_line_each_said_once(capsys, tmp_path):
+    """The sweep side of the refusal: every run of the task fails (error.json in each), the others run, and the
+    shared error is printed once as it happens and once in the summary (it was printed once per run, twice)."""
+    import json
+    import shutil
+
+    from lcpo.cli.main import main
+
+    cfg, out, outs = _stopped_sweep(tmp_path)
+    for o in outs:
+        shutil.rmtree(o / "checkpoint")
+    assert main(["sweep", str(cfg), "--out", str(out), "--population", "2", "--workers", "1",
+                 "--no-progress"]) == 1
+    captured = capsys.readouterr()
+    err = captured.err
+    assert err.count("run failed: ") == 1 and err.count("  failed: ") == 1, err
+    assert "names generations" not in err and "gone from" in err and "(2 runs; see error.json in " in err
+    assert "3 runs in" in captured.out and "1 done" in captured.out and "2 failed" in captured.out
+    for o in outs:
+        assert "CheckpointError" in json.loads((o / "error.json").read_text())["error"]

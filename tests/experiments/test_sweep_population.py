@@ -95,21 +95,24 @@ def test_a_resumed_sweep_says_where_each_run_resumed(tmp_path, capfd, population
         assert f"lcpo sweep: {o}: resuming from the checkpoint at step {step:,}\n" in err, err
 
 
-def test_a_dask_tasks_notes_reach_the_sweeps_standard_error():
-    """On the Dask backend a task's notes go through ``distributed.print``: a "print" event the client (the
-    sweep) prints on its standard error, wherever the worker runs. A plain print would stay in the worker's log."""
-    distributed = pytest.importorskip("dask.distributed")
-    from lcpo.experiments.runner import _default_notes
+def test_a_dask_sweep_says_once_where_each_run_resumed(tmp_path, capfd):
+    """On the Dask backend each task's notes are events of the sweep's own topic, which the sweep writes once per
+    note (``distributed.print`` printed each two to four times: on the worker, and again per client)."""
+    pytest.importorskip("dask.distributed")
+    specs = [_spec(s) for s in range(2)]
+    outs = [str(tmp_path / "runs" / s.run_id) for s in specs]
+    calls = [0]
 
-    def task():
-        note = _default_notes("lcpo-sweep-stop-test")
-        note("/runs/r0: resuming from the checkpoint at step 850")
-        note("/runs/r1: nothing to resume; starting from step 0")  # a new folder: left out
-        return True
+    def stop_soon():
+        calls[0] += 1
+        return calls[0] > 4
 
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,  # in-process: no sockets
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-        assert client.submit(task, pure=False).result()
-        events = [msg for _, msg in client.get_events("print")]
-    assert [(e["args"], e["file"]) for e in events] == [
-        (("lcpo sweep: /runs/r0: resuming from the checkpoint at step 850",), 2)], events
+    assert [r["interrupted_at"] for r in run_group([dict(s.config) for s in specs], outs,
+                                                   should_stop=stop_soon)] == [850, 850]
+    capfd.readouterr()
+    out = run_sweep(specs, tmp_path, backend="dask", workers=1, progress=False, write_store=False)
+    assert {o.status for o in out} == {"done"}
+    err = capfd.readouterr().err
+    for o in outs:
+        assert err.count(f"{o}: resuming from the checkpoint at step 850") == 1, err
+        assert f"lcpo sweep: {o}: resuming from the checkpoint at step 850\n" in err

@@ -200,9 +200,10 @@ def test_crash_during_a_population_checkpoint_resumes_to_the_same_runs(tmp_path,
 
 
 def test_a_pointer_whose_generations_are_gone_is_refused_and_nothing_is_written(tmp_path):
-    """Run folders brought back without their checkpoint/ (a copy that skipped the large files) while the
-    population pointer says step 400: resuming used to start every seed afresh, silently overwriting 400 steps of
-    episodes; now a one-line CheckpointError names the pointer, the missing generation and the way on."""
+    """Run folders brought back with their files but without their checkpoint/ (a copy that skipped the large
+    files) while the population pointer says step 400: resuming used to start every seed afresh, silently
+    overwriting 400 steps of episodes; now a one-line CheckpointError names the pointer, the missing generation
+    and the way on, and no run folder changes."""
     from lcpo.persistence.checkpoint import CheckpointError
 
     cfgs = [_cfg("a2c", s) for s in (0, 1)]
@@ -212,16 +213,69 @@ def test_a_pointer_whose_generations_are_gone_is_refused_and_nothing_is_written(
     generation = read_population_pointer(pop_dir)["members"][0]["generation"]
     for out in outs:
         shutil.rmtree(out / "checkpoint")
-    before = {o: _outputs(o) for o in outs}
+    def listing():
+        return {str(f.relative_to(tmp_path)): f.read_bytes() for f in sorted(tmp_path.rglob("*"))
+                if f.is_file() and f.name != ".lock"}  # the locks record who last held them
+
+    before = listing()
     with pytest.raises(CheckpointError) as err:
         execute_population(cfgs, outs)
     msg = str(err.value)
-    assert "\n" not in msg and "step 400" in msg and str(pop_dir / "population.json") in msg
-    assert str(outs[0] / "checkpoint" / generation) in msg and f"delete {pop_dir}" in msg
-    assert {o: _outputs(o) for o in outs} == before
+    assert "\n" not in msg and "(step 400)" in msg and str(pop_dir / "population.json") in msg
+    assert f"names {generation}, gone from {outs[0] / 'checkpoint'}" in msg and f"delete {pop_dir}" in msg
+    assert listing() == before  # every file, the population's own included
     # as the message says: without the pointer, the seeds start afresh and end as uninterrupted runs
     shutil.rmtree(pop_dir)
     again = execute_population(cfgs, outs)
+    full = execute_population(cfgs, [tmp_path / f"full{s}" for s in (0, 1)])
+    assert [a["lifelong_return"] for a in again] == [b["lifelong_return"] for b in full]
+
+
+def test_a_seed_that_went_on_alone_from_below_the_pointer_is_not_refused(tmp_path):
+    """A seed folder left behind the pointer (a kill between the population's commit and that folder's export)
+    and then resumed alone: its solo commit collects the population's generation. Its own later history stands
+    (as before the refusal above existed): the seeds now stand at different steps and go on one by one."""
+    cfgs = [_cfg("a2c", s) for s in (0, 1)]
+    outs = [tmp_path / f"p{s}" for s in (0, 1)]
+    execute_population(cfgs, outs, stop_at=200)
+    shutil.copytree(outs[1] / "checkpoint", tmp_path / "at200")
+    execute_population(cfgs, outs, stop_at=400)
+    shutil.rmtree(outs[1] / "checkpoint")
+    shutil.copytree(tmp_path / "at200", outs[1] / "checkpoint")  # seed 1's folder as the kill left it: step 200
+    assert execute(cfgs[1], outs[1], stop_at=300) == {"interrupted_at": 300}  # on alone, below the pointer
+    with pytest.raises(ValueError, match="different steps") as err:
+        execute_population(cfgs, outs)
+    assert "CheckpointError" not in type(err.value).__name__
+    full = execute_population(cfgs, [tmp_path / f"full{s}" for s in (0, 1)])
+    for cfg, out, f in zip(cfgs, outs, full):  # one by one, as the message says
+        assert execute(cfg, out)["lifelong_return"] == f["lifelong_return"]
+
+
+def test_deleted_run_folders_start_afresh_and_a_fresh_start_drops_the_stale_pointer(tmp_path):
+    """Run folders deleted while their population's folder stays: a fresh start, with a note; the stale pointer
+    goes at once, so a fresh population stopped before its first checkpoint resumes afresh, not refused."""
+    cfgs = [_cfg("a2c", s) for s in (0, 1)]
+    outs = [tmp_path / f"p{s}" for s in (0, 1)]
+    execute_population(cfgs, outs, stop_at=400)
+    pop_dir = population_folder(outs, "a2c")
+    for out in outs:
+        shutil.rmtree(out)
+    generations = [m["generation"] for m in read_population_pointer(pop_dir)["members"]]
+
+    class Killed(Exception):
+        pass
+
+    def killed(msg):  # the process dies as the fresh start begins writing, before its first checkpoint
+        raise Killed(msg)
+
+    with pytest.raises(Killed) as note:
+        execute_population(cfgs, outs, on_message=killed)
+    assert str(note.value) == (f"{outs[0]}: the population checkpoint {pop_dir / 'population.json'} (step 400) "
+                               f"names {generations[0]}, gone, and the folder holds no run; starting afresh from step 0")
+    assert read_population_pointer(pop_dir) is None  # the stale pointer went first
+    notes = []
+    again = execute_population(cfgs, outs, on_message=notes.append)
+    assert not [n for n in notes if "population checkpoint" in n]
     full = execute_population(cfgs, [tmp_path / f"full{s}" for s in (0, 1)])
     assert [a["lifelong_return"] for a in again] == [b["lifelong_return"] for b in full]
 

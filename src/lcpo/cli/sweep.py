@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         sel = "" if args.only is None else f"{len(chosen)} of "
         print(f"{sel}{len(specs)} runs -> {out}", file=sys.stderr)
         print(_tasks_line(listed, out, 1 if args.no_batch else args.population), file=sys.stderr)
-        for line in _resume_lines(listed, out, 1 if args.no_batch else args.population):
+        for line in _resume_lines(listed, out, 1 if args.no_batch else args.population, args.device):
             print(line, file=sys.stderr)
         return 0
     if args.address is not None and args.backend != "dask":
@@ -133,9 +133,14 @@ def run(args: argparse.Namespace) -> int:
         return 128 + stopped.signum
     counts = Counter(o.status for o in outcomes)
     print(f"{len(outcomes)} runs in {out}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    failures: dict[str, list[str]] = {}  # one line per distinct error (a population task's runs share theirs)
     for o in outcomes:
         if o.status == "failed":
-            print(f"  failed: {o.error}  (see {out / 'runs' / o.run_id / 'error.json'})", file=sys.stderr)
+            failures.setdefault(o.error, []).append(o.run_id)
+    for error, ids in failures.items():
+        where = (f"see {out / 'runs' / ids[0] / 'error.json'}" if len(ids) == 1 else
+                 f"{len(ids)} runs; see error.json in {out / 'runs'}/{{{','.join(ids[:3])}{',...' if len(ids) > 3 else ''}}}")
+        print(f"  failed: {error}  ({where})", file=sys.stderr)
     print(f"results: {out / 'results.parquet'}; report: lcpo report {out} --out {out / 'report'}")
     return 1 if counts.get("failed") else 0
 
@@ -155,60 +160,19 @@ def _tasks_line(listed, out, population: int) -> str:
             f"at most {population}: --population N, --no-batch)")
 
 
-def _resume_lines(listed, out, population: int) -> list[str]:
-    """The dry run's lines on where the unfinished runs would start, read from the checkpoint pointers only (JSON;
-    nothing is loaded or changed): each run folder's ``checkpoint/latest.json`` and, per population task as the
-    sweep would form it, the population pointer (:func:`lcpo.online.population.population_folder`), whose step
-    wins where it is later and its generation is there. A pointer ahead of a folder whose generation is gone (run
-    folders restored without their ``checkpoint/``) is named: the sweep refuses that task (docs/population.md).
+def _resume_lines(listed, out, population: int, device: str = "cpu") -> list[str]:
+    """The dry run's lines on where the unfinished runs would start and what the sweep would refuse
+    (:func:`lcpo.experiments.runner.resume_preview`, read from the checkpoint pointers; nothing changes)."""
+    from lcpo.experiments.runner import _is_finished, resume_preview
 
-    Returns:
-        ``["resume: ..."]`` (counts per starting step), plus one line per such pointer; ``[]`` with nothing to
-        start.
-    """
-    import json
-    import os
-    from pathlib import Path
-
-    from lcpo.experiments.runner import _is_finished, group_seeds, run_dir
-    from lcpo.online.population import POINTER, population_folder
-
-    def read(path: Path) -> dict | None:
-        try:
-            doc = json.loads(path.read_text())
-            return doc if isinstance(doc, dict) and isinstance(doc.get("step"), int) else None
-        except (OSError, ValueError):
-            return None
-
-    todo = [s for s in listed if not _is_finished(out, s.run_id)]
-    starts: Counter = Counter()
-    broken: list[str] = []
-    for group in group_seeds(todo, population):
-        outs = [run_dir(out, s.run_id) for s in group]
-        own = {o: (read(o / "checkpoint" / "latest.json") or {}).get("step", 0) for o in outs}
-        pointer = read(population_folder(outs, group[0].config["agent"]) / POINTER) if len(group) > 1 else None
-        gone = []
-        if pointer is not None:
-            pop_dir = population_folder(outs, group[0].config["agent"])
-            for m in pointer.get("members", []):
-                folder = (pop_dir.parent / str(m.get("folder", ""))).resolve()
-                match = [o for o in outs if o.resolve() == folder]
-                if not match or pointer["step"] <= own[match[0]]:
-                    continue
-                if (match[0] / "checkpoint" / str(m.get("generation", ""))).is_dir():
-                    own[match[0]] = pointer["step"]
-                else:
-                    gone.append(match[0])
-            if gone:
-                broken.append(f"  population checkpoint {os.path.relpath(pop_dir)} (step {pointer['step']:,}) names "
-                              f"generations that are gone for {len(gone)} run(s), e.g. {gone[0].name}: the sweep "
-                              f"refuses that task; restore their checkpoint/ folders, or delete {pop_dir.name} to "
-                              f"start them from step {own[gone[0]]:,}")
-        starts.update(own.values())
-    if not todo:
-        return []
-    parts = [f"{n} from step {step:,}" for step, n in sorted(starts.items(), reverse=True)]
-    return [f"resume: {', '.join(parts)} (checkpoints of the run folders and populations)", *broken]
+    if not any(not _is_finished(out, s.run_id) and (out / "runs" / s.run_id).exists() for s in listed):
+        todo = sum(not _is_finished(out, s.run_id) for s in listed)
+        return [f"resume: {todo} from step 0 (no run folder yet)"] if todo else []
+    starts, failing, lines = resume_preview(listed, out, population, device)
+    parts = [f"{n} from step {step:,}" for step, n in starts.items()]
+    if failing:
+        parts.append(f"{failing} refused (below)")
+    return [f"resume: {', '.join(parts)} (checkpoints of the run folders and populations)", *lines] if parts else lines
 
 
 def _stopped_line(stopped, args: argparse.Namespace, out) -> str:

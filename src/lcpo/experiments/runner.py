@@ -257,14 +257,26 @@ def run_group(configs: Sequence[dict[str, Any]], out_dirs: Sequence[str], execut
         _record_group_error(configs, outs, exc)
 
 
+def _notes_topic(stop_event: str) -> str:
+    """The Dask event topic of one sweep's notes (unique per sweep, as its stop event's name)."""
+    return f"{stop_event}-notes"
+
+
 def _default_notes(stop_event: str | None) -> Callable[[str], None]:
     """Where a task's notes go when its caller gives no ``on_message``: the standard error of this process, as
-    ``lcpo sweep: NOTE``; in a Dask task (``stop_event`` set) through ``distributed.print``, which also prints
-    them on the client's standard error."""
+    ``lcpo sweep: NOTE``; in a Dask task (``stop_event`` set) an event of the sweep's own topic
+    (:func:`_notes_topic`, ``Worker.log_event``), which the sweep's client writes once, above its progress bar
+    (:func:`_run_dask`); outside a worker, standard error."""
     if stop_event is not None:
-        from distributed import print as remote_print
+        try:
+            from distributed import get_worker
 
-        return _quiet_fresh(lambda msg: remote_print(f"lcpo sweep: {msg}", file=sys.stderr))
+            worker = get_worker()
+        except (ImportError, ValueError):
+            worker = None
+        if worker is not None:
+            topic = _notes_topic(stop_event)
+            return _quiet_fresh(lambda msg: worker.log_event(topic, msg))
     return _quiet_fresh(lambda msg: print(f"lcpo sweep: {msg}", file=sys.stderr, flush=True))
 
 
@@ -366,6 +378,114 @@ def select_runs(specs: Sequence[RunSpec], patterns: Sequence[str]) -> list[RunSp
 
 def _is_finished(runs_dir: Path, run_id: str) -> bool:
     return (run_dir(runs_dir, run_id) / "summary.json").is_file()
+
+
+def resume_preview(specs: Sequence[RunSpec], runs_dir: str | Path, population: int,
+                   device: str = "cpu") -> tuple[dict[int, int], int, list[str]]:
+    """Where the unfinished runs of ``specs`` would start if the sweep ran now with ``population`` (``lcpo sweep
+    --dry-run``), from the checkpoint pointers alone: each run folder's ``checkpoint/latest.json``
+    (:meth:`lcpo.persistence.checkpoint.RunCheckpoints.latest`) and, per population task as :func:`group_seeds`
+    forms it, the population pointer (:func:`lcpo.online.population.read_population_pointer`), under the rules of
+    :func:`lcpo.online.population.execute_population` (the later of the two where the pointer's generation is
+    there). Nothing is loaded beyond the pointers, nothing is changed.
+
+    Args:
+        specs: the runs (finished ones are left out).
+        runs_dir: the sweep folder.
+        population: the largest population task (1: every run alone).
+        device: the sweep's ``--device`` (off the CPU a single run is a population of one too).
+
+    Returns:
+        ``(starts, failing, lines)``: runs per starting step; runs whose task the sweep would refuse (a malformed
+        pointer or checkpoint, or a population pointer whose generation is gone from a folder that holds a run's
+        files but no checkpoint); one line per such cause, and one per population pointer of another grouping
+        that is ahead of runs this grouping starts lower (``--population`` as that pointer was written with
+        resumes them from its step).
+    """
+    from lcpo.online.population import POINTER, _member_key, population_folder, read_population_pointer
+    from lcpo.online.run import _RUN_OUTPUTS, RunConfig, config_changes
+    from lcpo.persistence.checkpoint import CheckpointError, RunCheckpoints
+
+    runs_dir = Path(runs_dir)
+    todo = [s for s in specs if not _is_finished(runs_dir, s.run_id)]
+    starts: dict[int, int] = {}
+    failing, lines = 0, []
+    ours: set[Path] = set()
+    start_of: dict[Path, int] = {}
+
+    def same(member: dict, spec: RunSpec) -> bool:
+        new = RunConfig.from_dict(spec.config).to_dict()
+        return not [c for c in config_changes(member.get("config", {}), new) if c[0] != "steps"]
+
+    for group in group_seeds(todo, population):
+        outs = [run_dir(runs_dir, s.run_id) for s in group]
+        own: dict[Path, int] = {}
+        bad = []
+        for o in outs:
+            try:
+                info = RunCheckpoints(o / "checkpoint").latest() if (o / "checkpoint").is_dir() else None
+            except CheckpointError as exc:
+                bad.append(f"  {o.name}: {exc}")
+                continue
+            own[o] = info.step if info is not None else 0
+        batched = len(group) > 1 or device != "cpu"
+        if bad:
+            lines += bad
+            n = len(group) if batched else len(bad)
+            failing += n
+            lines[-1] += f": the sweep would fail {'that task' if batched else 'that run'}"
+            if batched:
+                continue
+        if batched:
+            pop_dir = population_folder(outs, group[0].config["agent"])
+            ours.add(pop_dir.resolve())
+            try:
+                pointer = read_population_pointer(pop_dir)
+            except CheckpointError as exc:
+                lines.append(f"  {exc}: the sweep would fail that task ({len(group)} runs)")
+                failing += len(group)
+                continue
+            members = {m["folder"]: m for m in pointer["members"]} if pointer else {}
+            refused = []
+            for spec, o in zip(group, outs):
+                m = members.get(_member_key(o, pop_dir))
+                if m is None or not pointer["step"] > own[o] or pointer["step"] > int(spec.config["steps"]):
+                    continue
+                if not same(m, spec):
+                    continue
+                if (o / "checkpoint" / m["generation"]).is_dir():
+                    own[o] = int(pointer["step"])
+                elif own[o] == 0 and any((o / name).exists() for name in _RUN_OUTPUTS):
+                    refused.append(o)
+            if refused:
+                lines.append(f"  population checkpoint {pop_dir / POINTER} (step {pointer['step']:,}) names "
+                             f"generations gone from {len(refused)} run folder(s) that hold a run's files but no "
+                             f"checkpoint, e.g. {refused[0].name}: the sweep would refuse that task; restore their "
+                             f"checkpoint/ folders, or delete {pop_dir.name} to start them afresh")
+                failing += len(group)
+                continue
+        for o, step in own.items():
+            starts[step] = starts.get(step, 0) + 1
+            start_of[o.resolve()] = step
+    # pointers of other groupings (another --population, --only or --no-batch) ahead of runs started lower here
+    for pointer_file in sorted((runs_dir / "runs").glob(f".population-*/{POINTER}")):
+        pop_dir = pointer_file.parent
+        if pop_dir.resolve() in ours:
+            continue
+        try:
+            pointer = read_population_pointer(pop_dir)
+        except CheckpointError:
+            continue  # not this grouping's: the sweep does not read it
+        ahead = [(pop_dir.parent / m["folder"]).resolve() for m in pointer["members"]]
+        ahead = [f for f, m in zip(ahead, pointer["members"])
+                 if f in start_of and start_of[f] < pointer["step"] and (f / "checkpoint" / m["generation"]).is_dir()]
+        if ahead:
+            lines.append(f"  population checkpoint {pop_dir.name} (step {pointer['step']:,}, "
+                         f"{len(pointer['members'])} seeds) is ahead of {len(ahead)} run(s) that this grouping starts "
+                         f"from their own checkpoints, e.g. {ahead[0].name} from step {start_of[ahead[0]]:,}: the "
+                         f"same selection with --population {len(pointer['members'])} resumes them from step "
+                         f"{pointer['step']:,}")
+    return dict(sorted(starts.items(), reverse=True)), failing, lines
 
 
 def _changed_settings(spec: RunSpec, runs_dir: Path) -> list[tuple[str, Any, Any]]:
@@ -684,6 +804,7 @@ def _run_dask(todo: Sequence[list[RunSpec]], runs_dir: Path, executor: str, work
     else:
         client = Client(address)
     event_name = f"lcpo-sweep-stop-{uuid.uuid4().hex}"
+    client.subscribe_topic(_notes_topic(event_name), lambda event: write(f"lcpo sweep: {event[1]}"))
     try:
         event = Event(event_name, client=client)
         on_slots(sum(client.nthreads().values()) or workers)  # for the "running" count of the progress bar
@@ -875,6 +996,8 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
         shown = len(todo) + sum(outcomes.get(spec.run_id, RunOutcome("", "")).status == "skipped" for spec in order)
         bar = _Progress(shown, shown - len(todo), n_workers, progress)
 
+        last_failure: list[str | None] = [None]
+
         def on_result(spec: RunSpec, summary: Any, exc: BaseException | None) -> None:
             if exc is None and summary is not None and ("interrupted_at" in summary or "not_started" in summary):
                 status = "pending" if "not_started" in summary else "interrupted"
@@ -890,7 +1013,9 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
                 if not err_file.exists():  # the worker died before it could record the error
                     write_json_atomic(err_file, {"error": f"{type(exc).__name__}: {exc}", "traceback": "",
                                                  "config": dict(spec.config)})
-                bar.bar.write(f"run failed: {msg}", file=sys.stderr)
+                if msg != last_failure[0]:  # a population task's runs fail with one message: say it once
+                    bar.bar.write(f"run failed: {msg}", file=sys.stderr)
+                last_failure[0] = msg
             bar.update(exc is None)
 
         stop = _Stop()

@@ -835,40 +835,42 @@ def read_population_pointer(pop_dir: str | Path) -> dict | None:
 
 
 def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int, pop_dir: Path):
-    """``(step, state, source)`` seed ``cfg`` starts from: its folder's committed checkpoint, or the generation
-    the population pointer names for it (``member``, at ``pop_step``), whichever is later; or ``(0, None, None)``.
+    """``(step, state, source, note)`` seed ``cfg`` starts from: its folder's committed checkpoint, or the
+    generation the population pointer names for it (``member``, at ``pop_step``), whichever is later; or
+    ``(0, None, None, note)``. ``note`` is a one-line message when the pointer is ahead of the folder but its
+    generation is gone and the folder's own state is taken (else ""): the seed went on alone since (a solo commit
+    collects the population's generation), or the folder holds no run at all (deleted: a fresh start).
 
     Raises:
-        CheckpointError: the pointer in ``pop_dir`` is ahead of the folder's own checkpoint for this very
-            configuration, but the generation it names is gone (a run folder copied or restored without its
-            ``checkpoint/``): resuming from the folder would silently discard those steps, so nothing is written
-            and the message says how to go on.
+        CheckpointError: the pointer in ``pop_dir`` is ahead for this very configuration and its generation is
+            gone while the folder holds a run's files but no checkpoint (a run folder copied or restored without
+            its ``checkpoint/``): starting it again would silently discard those steps, so no run folder is
+            changed and the message says how to go on.
     """
-    from lcpo.online.run import config_changes
+    from lcpo.online.run import _RUN_OUTPUTS, config_changes
     from lcpo.persistence.checkpoint import CheckpointError, RunCheckpoints
 
     store = RunCheckpoints(out / "checkpoint")
-    best = (0, None, None)
+    best = (0, None, None, "")
     if plan.action in ("resume", "extend"):
         step, state = store.load()
         if step != plan.step or [c for c in config_changes(state.get("config", {}), cfg.to_dict()) if c[0] != "steps"]:
             raise CheckpointError(f"checkpoint in {store.folder} does not match its pointer {store.pointer}")
-        best = (step, state, "folder")
-    if member is not None and pop_step > best[0] and pop_step <= cfg.steps:
-        same = not [c for c in config_changes(member["config"], cfg.to_dict()) if c[0] != "steps"]
-        # a seed that went on alone since has a later folder checkpoint (and its population generation was
-        # collected), so a missing generation here means lost files, not a newer state
-        if same and not (store.folder / member["generation"]).is_dir():
-            raise CheckpointError(
-                f"population checkpoint {pop_dir / POINTER} (step {pop_step:,}) names "
-                f"{store.folder / member['generation']}, which is missing, while {out} holds "
-                + (f"a checkpoint at step {best[0]:,} only" if best[0] else "no checkpoint")
-                + f": restore the checkpoint folder, or delete {pop_dir} to go on from step {best[0]:,} (nothing "
-                "was written)")
-        if same:
-            best = (pop_step, store.load_generation(pop_step, member["generation"], member["sha256"]),
-                    "population")
-    return best
+        best = (step, state, "folder", "")
+    if member is None or not pop_step > best[0] or pop_step > cfg.steps:
+        return best
+    if [c for c in config_changes(member["config"], cfg.to_dict()) if c[0] != "steps"]:
+        return best  # another configuration's pointer: not this run's history
+    if (store.folder / member["generation"]).is_dir():
+        return (pop_step, store.load_generation(pop_step, member["generation"], member["sha256"]), "population", "")
+    gone = f"the population checkpoint {pop_dir / POINTER} (step {pop_step:,}) names {member['generation']}, gone"
+    if best[0]:  # the folder's own, later history: the seed went on alone from an earlier step
+        return (*best[:3], f"{out}: {gone} from its folder (the seed went on alone since); resuming from the "
+                           f"folder's own checkpoint at step {best[0]:,}")
+    if not any((out / name).exists() for name in _RUN_OUTPUTS):  # no run here (deleted): a fresh start
+        return (*best[:3], f"{out}: {gone}, and the folder holds no run; starting afresh from step 0")
+    raise CheckpointError(f"{gone} from {store.folder}, while {out} holds a run's files but no checkpoint: restore "
+                          f"its checkpoint folder, or delete {pop_dir} to start the run afresh")
 
 
 def _wall_shares(states: list[dict]) -> list[float]:
@@ -919,9 +921,9 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
     pop_step = int(pointer["step"]) if pointer else 0
     starts = [_start_state(configs[i], out_dirs[i], plans[i], members.get(_member_key(out_dirs[i], pop_dir)),
                            pop_step, pop_dir) for i in active]
-    steps0 = sorted({s for s, _, _ in starts})
+    steps0 = sorted({s for s, _, _, _ in starts})
     if len(steps0) > 1:
-        at = ", ".join(f"{out_dirs[i]} at step {s:,}" for i, (s, _, _) in zip(active, starts))
+        at = ", ".join(f"{out_dirs[i]} at step {s:,}" for i, (s, _, _, _) in zip(active, starts))
         raise ValueError(f"cannot continue these runs as one population: their checkpoints are at different steps "
                          f"({at}); resume them one by one (`lcpo resume FOLDER`, or --no-batch)")
     cfgs = [configs[i] for i in active]
@@ -961,7 +963,7 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
     resumed_from: list[list[int]] = [[] for _ in range(n)]
     step0 = steps0[0]
     if step0 > 0:
-        states = [s for _, s, _ in starts]
+        states = [s for _, s, _, _ in starts]
         pop.load_seed_states(states)
         wall_before = max(float(s["wall_time_s"]) for s in states)
         share_before = _wall_shares(states)
@@ -973,6 +975,8 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
                 snaps[j].resume_from(step0)
             logs[j].load_state_dict(s["log"])
     # every check passed: from here on the folders are written
+    if step0 == 0:  # a fresh start: a pointer left from earlier runs of these folders no longer applies
+        (pop_dir / POINTER).unlink(missing_ok=True)
     for j, (cfg, out) in enumerate(zip(cfgs, outs)):
         if step0 == 0:
             _remove_outputs(out)
@@ -982,7 +986,9 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
         _write_config(out, cfg, pop.hyperparameters(j), pop.seed_env(j, cfg))
         if step0 > 0:
             logs[j].write(pop.episodes[j])  # episodes.csv / diagnostics.csv as of the checkpoint
-        if starts[j][2] == "population":
+        if starts[j][3]:
+            say(starts[j][3])
+        elif starts[j][2] == "population":
             say(f"{out}: resuming from the population checkpoint at step {step0:,}")
         elif plans[active[j]].message:
             say(plans[active[j]].message)
