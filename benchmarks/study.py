@@ -260,23 +260,32 @@ def across_section(runs: pd.DataFrame, folder: Path) -> list[str]:
     done = runs[runs["status"] == "done"]
     if not len(done):
         return []
+    # aggregates compare agents over the same cells: only cells where every online agent of the report finished
+    # (an agent's IQM over cells where a stronger one is missing would be inflated; Agarwal et al. 2021 aggregate
+    # every algorithm over one task set)
+    all_online = sorted({s for s in done["scheme"] if not s.startswith("prescient")})
+    have = done.groupby(["env", "trace"])["scheme"].agg(lambda x: set(x))
+    complete = {cell for cell, schemes in have.items() if set(all_online) <= schemes and len(schemes) >= 2}
+    partial = [(cell, sorted(set(all_online) - schemes)) for cell, schemes in have.items() if cell not in complete]
+    keep = [(e, t) in complete for e, t in zip(runs["env"], runs["trace"])]
+    runs, done = runs[keep], done[[(e, t) in complete for e, t in zip(done["env"], done["trace"])]]
+    left_out = (f" Left out: {len(partial)} cell(s) where not every online agent has finished ("
+                + "; ".join(f"{_short(env)} `{trace}`: no {', '.join(m.upper() for m in missing) or 'second agent'}"
+                            for (env, trace), missing in partial)
+                + "): an agent's normalized score there would be measured against a field without the missing "
+                  "agent, and its IQM would not be comparable with the others'." if partial else "")
+    cells = len(complete)
+    lines = ["## Across cells (paper Figure 3a; Agarwal et al. 2021)", ""]
+    if not cells:
+        return lines + [f"No cell has every online agent finished yet: nothing to normalize or aggregate.{left_out}",
+                        ""]
     table = lifelong_table(runs)
     norm = normalized_table(table)
     norm.to_csv(folder / "normalized_return.csv", index=False)
     online = [s for s in dict.fromkeys(norm["scheme"]) if not s.startswith("prescient")]
     online = sorted(online, key=lambda s: (s != "lcpo", s))
-    agents_per_cell = done.groupby(["env", "trace"])["scheme"].nunique()
-    cells = int((agents_per_cell >= 2).sum())
-    alone = agents_per_cell[agents_per_cell < 2]
-    lone = [f"{_short(env)} `{trace}` {done[(done['env'] == env) & (done['trace'] == trace)]['scheme'].iloc[0].upper()}"
-            for env, trace in alone.index]
-    left_out = (f" Left out: {len(lone)} cell(s) where a single agent finished ({', '.join(lone)}): min-max "
-                "normalization needs two agent means, and would score a lone agent 1, the best, against nobody."
-                if lone else "")
-    lines = ["## Across cells (paper Figure 3a; Agarwal et al. 2021)", ""]
-    if not cells:
-        return lines + [f"No cell has two finished agents yet: nothing to normalize or aggregate.{left_out}", ""]
-    lines += [(f"{cells} cell(s) with at least two finished agents.{left_out} Each run's lifelong return is "
+    lines += [(f"{cells} cell(s) where every online agent ({', '.join(a.upper() for a in all_online)}) has "
+              f"finished.{left_out} Each run's lifelong return is "
               "min-max normalized by its cell's "
               "lowest and highest agent mean (prescient agents included): 0 = the worst agent mean of the cell, "
               "1 = the best. IQM: the mean of the middle half of an agent's normalized runs pooled over its cells, "
