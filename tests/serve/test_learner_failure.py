@@ -192,3 +192,34 @@ def test_a_bad_failure_file_is_refused_in_one_line_naming_it(tmp_path):
         _server(tmp_path, "inline")
     with pytest.raises(ValueError, match="resume_learner must be one of retry, skip"):
         _server(tmp_path, "inline", resume_learner="forget")
+
+
+def test_the_failure_is_recorded_before_a_waiter_sees_it(tmp_path, monkeypatch):
+    """Under load the suite once saw `learner_failed_at` in the status while the failure file was not written
+    yet: ``fail`` published ``error`` before ``on_failure`` recorded it. A slow disk makes that window wide."""
+    import time
+
+    import lcpo.serve.learner as learner
+
+    record_failure = learner.record_failure
+
+    def slow_record(state_dir, failure):
+        time.sleep(0.5)
+        record_failure(state_dir, failure)
+
+    monkeypatch.setattr(learner, "record_failure", slow_record)  # the server imports it when it starts
+    server = _server(tmp_path, "thread")
+    try:
+        _step(server, None)
+        for k in range(6):
+            _step(server, 0.5 * k)
+        for _ in range(6):
+            _step(server, BIG)
+        deadline = time.monotonic() + 60
+        while server.status()["learner_failed_at"] is None:  # as a client polling /v1/status would
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        _assert_failed(server)  # reads the failure file at once
+    finally:
+        with pytest.raises(RuntimeError, match="the learner failed"):
+            server.close()

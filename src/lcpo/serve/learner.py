@@ -387,7 +387,8 @@ class Learner:
 
     def fail(self, position: int, exc: BaseException) -> LearnerFailure:
         """Stop learning for good before log record ``position``, learning from which raised ``exc``: sets
-        ``error`` and ``consumed = position``, and calls ``on_failure``. The learner then takes no further record
+        ``error`` and ``consumed = position`` after calling ``on_failure`` (so that a thread woken by ``error``,
+        :meth:`wait_for`, finds the failure recorded). The learner then takes no further record
         and no checkpoint (its agent may hold part of the failed update); the last snapshot stays published.
 
         Returns:
@@ -397,10 +398,10 @@ class Learner:
         lines = str(exc).strip().splitlines()
         reason = f"{type(exc).__name__}: {lines[0] if lines else '(no message)'}"
         failure = LearnerFailure(position, reason if len(reason) <= 300 else reason[:297] + "...")
+        if self.on_failure is not None:  # recorded before it is published: whoever sees ``error`` finds the record
+            self.on_failure(failure)
         self.error = failure
         self.consumed = int(position)
-        if self.on_failure is not None:
-            self.on_failure(failure)
         if self.on_error is not None:
             self.on_error(failure)
         return failure
