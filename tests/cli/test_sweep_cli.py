@@ -188,8 +188,8 @@ def test_dry_run_reports_malformed_pointers_and_another_groupings_checkpoint_wit
         m["config"]["steps"] = 1200
     pop_pointer.write_text(json.dumps(doc))
     err = _dry(capsys, cfg, out, "--population", "1")
-    assert "(step 1,000, 2 seeds) is ahead of 2 run(s) that this grouping starts from their own checkpoints" in err
-    assert "--population 2 resumes them from step 1,000" in err
+    assert "(step 1,000, 2 seeds) is ahead of 2 run(s) that this sweep starts from their own checkpoints" in err
+    assert "those steps are computed again" in err
     for text, expect in (('{"step": 850', "truncated or corrupt"), ('{"format": 1, "step": 850, "members": [1]}',
                                                                      "truncated or corrupt"),
                          ('{"format": 1, "step": 850, "members": null}', "truncated or corrupt")):
@@ -222,3 +222,45 @@ def test_a_refused_population_task_fails_its_runs_with_one_line_each_said_once(c
     assert "3 runs in" in captured.out and "1 done" in captured.out and "2 failed" in captured.out
     for o in outs:
         assert "CheckpointError" in json.loads((o / "error.json").read_text())["error"]
+
+
+def test_dry_run_models_a_task_that_falls_back_to_one_by_one_and_a_pointer_of_the_wrong_type(tmp_path):
+    """A review found the dry run promising the population's step to runs that the sweep then resumed one by one
+    from their folders (their starts differ), and a pointer with "step": "850" aborting it. Pointers only: the
+    preview reads no state."""
+    import json
+
+    from lcpo.experiments.config import expand, load_config
+    from lcpo.experiments.runner import resume_preview, run_dir
+    from lcpo.online.population import _member_key, population_folder
+    from lcpo.online.run import RunConfig
+
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('name = "s"\nenvs = ["lcpo/WindyPendulum-v0"]\ntraces = ["wind-3"]\ntrace_length = 5000\n'
+                   'agents = ["a2c"]\nseeds = 2\nsteps = 1200\ncheckpoint_every = 200\n')
+    out = tmp_path / "out"
+    specs = expand(load_config(cfg))
+    outs = [run_dir(out, s.run_id) for s in specs]
+
+    def folder_at(o, step, gens):
+        for g in gens:
+            (o / "checkpoint" / g).mkdir(parents=True)
+        (o / "checkpoint" / "latest.json").write_text(json.dumps(
+            {"format": 2, "step": step, "folder": gens[0], "config": {}, "files": {"state.json": {"sha256": "0"}}}))
+
+    folder_at(outs[0], 800, ["g800", "p1000"])  # seed 0: its population generation at 1000 is there
+    folder_at(outs[1], 600, ["g600"])            # seed 1: went on alone from below (its 1000 generation collected)
+    pop = population_folder(outs, "a2c")
+    pop.mkdir()
+    pointer = {"format": 1, "step": 1000, "members": [
+        {"folder": _member_key(o, pop), "generation": "p1000", "sha256": "0",
+         "config": RunConfig.from_dict(s.config).to_dict()} for o, s in zip(outs, specs)]}
+    (pop / "population.json").write_text(json.dumps(pointer))
+    starts, failing, lines = resume_preview(specs, out, 2)
+    # 1000 (pointer) and 600 (own) differ: one by one, each from its folder: 800 and 600
+    assert (starts, failing) == ({800: 1, 600: 1}, 0)
+    assert any("start at different steps" in ln and "one by one" in ln for ln in lines), lines
+    pointer["step"] = "1000"
+    (pop / "population.json").write_text(json.dumps(pointer))
+    starts, failing, lines = resume_preview(specs, out, 2)
+    assert failing == 2 and any("truncated or corrupt (step '1000')" in ln for ln in lines), lines

@@ -251,6 +251,28 @@ def test_a_seed_that_went_on_alone_from_below_the_pointer_is_not_refused(tmp_pat
         assert execute(cfg, out)["lifelong_return"] == f["lifelong_return"]
 
 
+def test_fewer_steps_than_the_population_checkpoint_are_refused_as_for_a_folders_own(tmp_path):
+    """The folders at step 200 (a kill before their exports), the population's pointer at 400: asking for 300
+    steps used to start the seeds afresh, discarding both; now the solo rule's one-line refusal."""
+    cfgs = [_cfg("a2c", s) for s in (0, 1)]
+    outs = [tmp_path / f"p{s}" for s in (0, 1)]
+    execute_population(cfgs, outs, stop_at=200)
+    for o in outs:
+        shutil.copytree(o / "checkpoint", tmp_path / f"{o.name}-200")
+    execute_population(cfgs, outs, stop_at=400)
+    gens = {m["folder"]: m["generation"] for m in read_population_pointer(population_folder(outs, "a2c"))["members"]}
+    for o in outs:
+        g = next(v for k, v in gens.items() if k.endswith(o.name))
+        shutil.move(o / "checkpoint" / g, tmp_path / g)
+        shutil.rmtree(o / "checkpoint")
+        shutil.copytree(tmp_path / f"{o.name}-200", o / "checkpoint")
+        shutil.move(tmp_path / g, o / "checkpoint" / g)  # the population's generation, not yet exported
+    with pytest.raises(ValueError, match=r"population checkpoint .* is at step 400, past the requested 300 steps; "
+                                         r"pass --steps 400 or more"):
+        execute_population([_cfg("a2c", s, steps=300) for s in (0, 1)], outs)
+    assert [r["resumed_from"] for r in execute_population(cfgs, outs)] == [[200, 400], [200, 400]]
+
+
 def test_deleted_run_folders_start_afresh_and_a_fresh_start_drops_the_stale_pointer(tmp_path):
     """Run folders deleted while their population's folder stays: a fresh start, with a note; the stale pointer
     goes at once, so a fresh population stopped before its first checkpoint resumes afresh, not refused."""

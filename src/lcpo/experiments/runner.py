@@ -446,6 +446,7 @@ def resume_preview(specs: Sequence[RunSpec], runs_dir: str | Path, population: i
                 failing += len(group)
                 continue
             members = {m["folder"]: m for m in pointer["members"]} if pointer else {}
+            folder_own = dict(own)
             refused = []
             for spec, o in zip(group, outs):
                 m = members.get(_member_key(o, pop_dir))
@@ -464,6 +465,13 @@ def resume_preview(specs: Sequence[RunSpec], runs_dir: str | Path, population: i
                              f"checkpoint/ folders, or delete {pop_dir.name} to start them afresh")
                 failing += len(group)
                 continue
+            if len(set(own.values())) > 1:  # run_group then runs them one by one, each from its own folder
+                lines.append(f"  {len(group)} runs of one task start at different steps ("
+                             + ", ".join(f"{o.name} {st:,}" for o, st in list(own.items())[:3])
+                             + (", ..." if len(own) > 3 else "") + "): the sweep runs them one by one from their "
+                             "own folders' checkpoints" + (f", below the population checkpoint's step "
+                                                            f"{pointer['step']:,}" if pointer else ""))
+                own = folder_own
         for o, step in own.items():
             starts[step] = starts.get(step, 0) + 1
             start_of[o.resolve()] = step
@@ -479,12 +487,11 @@ def resume_preview(specs: Sequence[RunSpec], runs_dir: str | Path, population: i
         ahead = [(pop_dir.parent / m["folder"]).resolve() for m in pointer["members"]]
         ahead = [f for f, m in zip(ahead, pointer["members"])
                  if f in start_of and start_of[f] < pointer["step"] and (f / "checkpoint" / m["generation"]).is_dir()]
-        if ahead:
+        if ahead:  # a fact, no advice: which grouping would rebuild that pointer depends on what else finished
             lines.append(f"  population checkpoint {pop_dir.name} (step {pointer['step']:,}, "
-                         f"{len(pointer['members'])} seeds) is ahead of {len(ahead)} run(s) that this grouping starts "
-                         f"from their own checkpoints, e.g. {ahead[0].name} from step {start_of[ahead[0]]:,}: the "
-                         f"same selection with --population {len(pointer['members'])} resumes them from step "
-                         f"{pointer['step']:,}")
+                         f"{len(pointer['members'])} seeds) is ahead of {len(ahead)} run(s) that this sweep starts "
+                         f"from their own checkpoints, e.g. {ahead[0].name} from step {start_of[ahead[0]]:,}: those "
+                         "steps are computed again")
     return dict(sorted(starts.items(), reverse=True)), failing, lines
 
 

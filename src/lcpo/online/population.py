@@ -825,9 +825,14 @@ def read_population_pointer(pop_dir: str | Path) -> dict | None:
         doc = json.loads(text.decode("utf-8"))
         if doc.get("format") != 1:
             raise ValueError(f"format {doc.get('format')!r}")
-        int(doc["step"])
+        if not isinstance(doc["step"], int) or isinstance(doc["step"], bool) or doc["step"] < 0:
+            raise ValueError(f"step {doc['step']!r}")
+        if not isinstance(doc["members"], list):
+            raise ValueError(f"members {doc['members']!r}")
         for m in doc["members"]:
-            str(m["folder"]), str(m["generation"]), str(m["sha256"]), dict(m["config"])
+            if not (isinstance(m["folder"], str) and isinstance(m["generation"], str)
+                    and isinstance(m["sha256"], str) and isinstance(m["config"], dict)):
+                raise ValueError(f"member {m!r}")
     except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CheckpointError(f"population checkpoint pointer {path} is truncated or corrupt ({exc}); delete it to "
                               "resume each seed from its own folder's checkpoint") from None
@@ -857,10 +862,13 @@ def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int, pop_d
         if step != plan.step or [c for c in config_changes(state.get("config", {}), cfg.to_dict()) if c[0] != "steps"]:
             raise CheckpointError(f"checkpoint in {store.folder} does not match its pointer {store.pointer}")
         best = (step, state, "folder", "")
-    if member is None or not pop_step > best[0] or pop_step > cfg.steps:
+    if member is None or not pop_step > best[0]:
         return best
     if [c for c in config_changes(member["config"], cfg.to_dict()) if c[0] != "steps"]:
         return best  # another configuration's pointer: not this run's history
+    if pop_step > cfg.steps:  # as execute's rule for a folder's own checkpoint past the requested steps
+        raise ValueError(f"cannot resume {out}: its population checkpoint {pop_dir / POINTER} is at step "
+                         f"{pop_step:,}, past the requested {cfg.steps:,} steps; pass --steps {pop_step:,} or more")
     if (store.folder / member["generation"]).is_dir():
         return (pop_step, store.load_generation(pop_step, member["generation"], member["sha256"]), "population", "")
     gone = f"the population checkpoint {pop_dir / POINTER} (step {pop_step:,}) names {member['generation']}, gone"
