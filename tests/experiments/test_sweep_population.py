@@ -35,6 +35,17 @@ def _outputs(folder):
     return {n: (folder / n).read_text() for n in ("episodes.csv", "diagnostics.csv")}
 
 
+def _stop_after(polls: int):
+    """A stop request that turns true after ``polls`` polls (a sweep's SIGINT at a known step)."""
+    calls = [0]
+
+    def stop() -> bool:
+        calls[0] += 1
+        return calls[0] > polls
+
+    return stop
+
+
 def test_a_sweep_trains_seeds_as_one_population_with_the_folders_of_the_runs_alone(tmp_path):
     specs = [_spec(s) for s in range(3)]
     run_sweep(specs, tmp_path / "batched", workers=1, progress=False, write_store=False)
@@ -74,18 +85,11 @@ def test_a_resumed_sweep_says_where_each_run_resumed(tmp_path, capfd, population
     prints them: before, a sweep resumed, or started afresh, without a word."""
     specs = [_spec(s) for s in range(2)]
     outs = [str(tmp_path / "runs" / s.run_id) for s in specs]
-    calls = [0]
-
-    def stop_soon():
-        calls[0] += 1
-        return calls[0] > 4
-
     groups = [[dict(s.config) for s in specs]] if population == 2 else [[dict(s.config)] for s in specs]
     out_groups = [outs] if population == 2 else [[o] for o in outs]
     stopped = []
     for g, o in zip(groups, out_groups):
-        calls[0] = 0
-        stopped += [r["interrupted_at"] for r in run_group(g, o, should_stop=stop_soon)]
+        stopped += [r["interrupted_at"] for r in run_group(g, o, should_stop=_stop_after(4))]
     first = capfd.readouterr().err
     assert "resuming" not in first and "nothing to resume" not in first  # new folders: no note
     run_sweep(specs, tmp_path, workers=1, progress=False, write_store=False, population=population)
@@ -101,14 +105,8 @@ def test_a_dask_sweep_says_once_where_each_run_resumed(tmp_path, capfd):
     pytest.importorskip("dask.distributed")
     specs = [_spec(s) for s in range(2)]
     outs = [str(tmp_path / "runs" / s.run_id) for s in specs]
-    calls = [0]
-
-    def stop_soon():
-        calls[0] += 1
-        return calls[0] > 4
-
     assert [r["interrupted_at"] for r in run_group([dict(s.config) for s in specs], outs,
-                                                   should_stop=stop_soon)] == [850, 850]
+                                                   should_stop=_stop_after(4))] == [850, 850]
     capfd.readouterr()
     out = run_sweep(specs, tmp_path, backend="dask", workers=1, progress=False, write_store=False)
     assert {o.status for o in out} == {"done"}
