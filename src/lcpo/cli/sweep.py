@@ -138,8 +138,9 @@ def run(args: argparse.Namespace) -> int:
         if o.status == "failed":
             failures.setdefault(o.error, []).append(o.run_id)
     for error, ids in failures.items():
+        named = ",".join(ids[:3]) + (",..." if len(ids) > 3 else "")
         where = (f"see {out / 'runs' / ids[0] / 'error.json'}" if len(ids) == 1 else
-                 f"{len(ids)} runs; see error.json in {out / 'runs'}/{{{','.join(ids[:3])}{',...' if len(ids) > 3 else ''}}}")
+                 f"{len(ids)} runs; see error.json in {out / 'runs'}/{{{named}}}")
         print(f"  failed: {error}  ({where})", file=sys.stderr)
     print(f"results: {out / 'results.parquet'}; report: lcpo report {out} --out {out / 'report'}")
     return 1 if counts.get("failed") else 0

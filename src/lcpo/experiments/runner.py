@@ -398,12 +398,13 @@ def resume_preview(specs: Sequence[RunSpec], runs_dir: str | Path, population: i
     Returns:
         ``(starts, failing, lines)``: runs per starting step; runs whose task the sweep would refuse (a malformed
         pointer or checkpoint, or a population pointer whose generation is gone from a folder that holds a run's
-        files but no checkpoint); one line per such cause, and one per population pointer of another grouping
-        that is ahead of runs this grouping starts lower (``--population`` as that pointer was written with
-        resumes them from its step).
+        files but no checkpoint, or one past the runs' steps: :func:`lcpo.online.population.pointer_verdict`, the
+        resume's own decision); one line per such cause, one per task whose starts differ (run one by one), and
+        one per population pointer of another grouping that is ahead of runs this grouping starts lower.
     """
-    from lcpo.online.population import POINTER, _member_key, population_folder, read_population_pointer
-    from lcpo.online.run import _RUN_OUTPUTS, RunConfig, config_changes
+    from lcpo.online.population import (POINTER, _member_key, pointer_verdict, population_folder,
+                                        read_population_pointer)
+    from lcpo.online.run import RunConfig
     from lcpo.persistence.checkpoint import CheckpointError, RunCheckpoints
 
     runs_dir = Path(runs_dir)
@@ -412,10 +413,6 @@ def resume_preview(specs: Sequence[RunSpec], runs_dir: str | Path, population: i
     failing, lines = 0, []
     ours: set[Path] = set()
     start_of: dict[Path, int] = {}
-
-    def same(member: dict, spec: RunSpec) -> bool:
-        new = RunConfig.from_dict(spec.config).to_dict()
-        return not [c for c in config_changes(member.get("config", {}), new) if c[0] != "steps"]
 
     for group in group_seeds(todo, population):
         outs = [run_dir(runs_dir, s.run_id) for s in group]
@@ -447,22 +444,23 @@ def resume_preview(specs: Sequence[RunSpec], runs_dir: str | Path, population: i
                 continue
             members = {m["folder"]: m for m in pointer["members"]} if pointer else {}
             folder_own = dict(own)
-            refused = []
-            for spec, o in zip(group, outs):
-                m = members.get(_member_key(o, pop_dir))
-                if m is None or not pointer["step"] > own[o] or pointer["step"] > int(spec.config["steps"]):
-                    continue
-                if not same(m, spec):
-                    continue
-                if (o / "checkpoint" / m["generation"]).is_dir():
+            verdicts = {o: pointer_verdict(RunConfig.from_dict(spec.config), o, own[o],
+                                           members.get(_member_key(o, pop_dir)), pointer["step"] if pointer else 0)
+                        for spec, o in zip(group, outs)}
+            for o, verdict in verdicts.items():
+                if verdict == "population":
                     own[o] = int(pointer["step"])
-                elif own[o] == 0 and any((o / name).exists() for name in _RUN_OUTPUTS):
-                    refused.append(o)
+            refused = [o for o, v in verdicts.items() if v == "lost"]
+            short = [o for o, v in verdicts.items() if v == "too_few_steps"]
             if refused:
                 lines.append(f"  population checkpoint {pop_dir / POINTER} (step {pointer['step']:,}) names "
                              f"generations gone from {len(refused)} run folder(s) that hold a run's files but no "
                              f"checkpoint, e.g. {refused[0].name}: the sweep would refuse that task; restore their "
                              f"checkpoint/ folders, or delete {pop_dir.name} to start them afresh")
+            if short:
+                lines.append(f"  population checkpoint {pop_dir / POINTER} is at step {pointer['step']:,}, past "
+                             f"the {short[0].name} run's steps: the sweep would refuse that task")
+            if refused or short:
                 failing += len(group)
                 continue
             if len(set(own.values())) > 1:  # run_group then runs them one by one, each from its own folder

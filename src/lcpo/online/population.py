@@ -44,8 +44,8 @@ import numpy as np
 
 from lcpo.online.loop import SEGMENT_STEPS, NeverReset, ResetOnEnd, Transition, parse_reset
 
-__all__ = ["Population", "PopulationLoop", "execute_population", "names_vector_env", "population_folder",
-           "read_population_pointer", "user_vector_env",
+__all__ = ["Population", "PopulationLoop", "execute_population", "names_vector_env", "pointer_verdict",
+           "population_folder", "read_population_pointer", "user_vector_env",
            "SHARED_KEYS"]
 
 #: Run-configuration keys every member of one population must share (the agent population is built once for
@@ -852,7 +852,7 @@ def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int, pop_d
             its ``checkpoint/``): starting it again would silently discard those steps, so no run folder is
             changed and the message says how to go on.
     """
-    from lcpo.online.run import _RUN_OUTPUTS, config_changes
+    from lcpo.online.run import config_changes
     from lcpo.persistence.checkpoint import CheckpointError, RunCheckpoints
 
     store = RunCheckpoints(out / "checkpoint")
@@ -862,23 +862,50 @@ def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int, pop_d
         if step != plan.step or [c for c in config_changes(state.get("config", {}), cfg.to_dict()) if c[0] != "steps"]:
             raise CheckpointError(f"checkpoint in {store.folder} does not match its pointer {store.pointer}")
         best = (step, state, "folder", "")
-    if member is None or not pop_step > best[0]:
+    verdict = pointer_verdict(cfg, out, best[0], member, pop_step)
+    if verdict == "own":
         return best
-    if [c for c in config_changes(member["config"], cfg.to_dict()) if c[0] != "steps"]:
-        return best  # another configuration's pointer: not this run's history
-    if pop_step > cfg.steps:  # as execute's rule for a folder's own checkpoint past the requested steps
+    if verdict == "population":
+        return (pop_step, store.load_generation(pop_step, member["generation"], member["sha256"]), "population", "")
+    if verdict == "too_few_steps":  # as execute's rule for a folder's own checkpoint past the requested steps
         raise ValueError(f"cannot resume {out}: its population checkpoint {pop_dir / POINTER} is at step "
                          f"{pop_step:,}, past the requested {cfg.steps:,} steps; pass --steps {pop_step:,} or more")
-    if (store.folder / member["generation"]).is_dir():
-        return (pop_step, store.load_generation(pop_step, member["generation"], member["sha256"]), "population", "")
     gone = f"the population checkpoint {pop_dir / POINTER} (step {pop_step:,}) names {member['generation']}, gone"
-    if best[0]:  # the folder's own, later history: the seed went on alone from an earlier step
+    if verdict == "went_on_alone":  # the folder's own, later history: the seed went on alone from an earlier step
         return (*best[:3], f"{out}: {gone} from its folder (the seed went on alone since); resuming from the "
                            f"folder's own checkpoint at step {best[0]:,}")
-    if not any((out / name).exists() for name in _RUN_OUTPUTS):  # no run here (deleted): a fresh start
+    if verdict == "deleted":  # no run here: a fresh start
         return (*best[:3], f"{out}: {gone}, and the folder holds no run; starting afresh from step 0")
     raise CheckpointError(f"{gone} from {store.folder}, while {out} holds a run's files but no checkpoint: restore "
                           f"its checkpoint folder, or delete {pop_dir} to start the run afresh")
+
+
+def pointer_verdict(cfg, out: Path, own_step: int, member: dict | None, pop_step: int) -> str:
+    """What a population pointer at ``pop_step`` naming ``member`` (or None) means for seed folder ``out``, whose
+    own committed checkpoint is at ``own_step`` (0: none), run as ``cfg`` (a :class:`lcpo.online.run.RunConfig`);
+    one decision for the resume (:func:`_start_state`) and the dry run
+    (:func:`lcpo.experiments.runner.resume_preview`). Reads only which files exist.
+
+    Returns:
+        ``"own"``: the pointer does not apply (no member, not ahead, another configuration); ``"too_few_steps"``:
+        it is past ``cfg.steps`` (refused); ``"population"``: its generation is there (start from it);
+        ``"went_on_alone"``: gone, and the folder has its own earlier checkpoint (start from that, with a note);
+        ``"deleted"``: gone, and the folder holds no run (start afresh, with a note); ``"lost"``: gone while the
+        folder holds a run's files but no checkpoint (refused: lost files).
+    """
+    from lcpo.online.run import _RUN_OUTPUTS, config_changes
+
+    if member is None or not pop_step > own_step:
+        return "own"
+    if [c for c in config_changes(member["config"], cfg.to_dict()) if c[0] != "steps"]:
+        return "own"  # another configuration's pointer: not this run's history
+    if pop_step > cfg.steps:
+        return "too_few_steps"
+    if (Path(out) / "checkpoint" / member["generation"]).is_dir():
+        return "population"
+    if own_step:
+        return "went_on_alone"
+    return "lost" if any((Path(out) / name).exists() for name in _RUN_OUTPUTS) else "deleted"
 
 
 def _wall_shares(states: list[dict]) -> list[float]:
