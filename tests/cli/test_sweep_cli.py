@@ -166,30 +166,49 @@ def test_dry_run_says_where_runs_resume_and_names_a_population_checkpoint_whose_
     err = _dry(capsys, cfg, out, "--population", "2")
     assert "resume: 1 from step 0, 2 refused (below) (" in err
     assert "(step 850) names generations gone from 2 run folder(s) that hold a run's files but no checkpoint" in err
-    # another grouping forms other populations: theirs has no pointer; the old one's generations are gone
+    # run alone (another grouping), each seed weighs the pointer beside its folder as the population does: refused
     err = _dry(capsys, cfg, out, "--population", "1")
-    assert "resume: 3 from step 0 (" in err and "refused" not in err and "ahead" not in err
+    assert "resume: 1 from step 0, 2 refused (below) (" in err and "ahead" not in err
+    assert err.count("names a generation gone from") == 2 and "which holds a run's files but no checkpoint" in err
+    from lcpo.online.population import population_folder
+
+    shutil.rmtree(population_folder(outs, "a2c"))  # as the refusal says: then they start afresh
+    assert "resume: 3 from step 0 (" in _dry(capsys, cfg, out, "--population", "1")
 
 
-def test_dry_run_reports_malformed_pointers_and_another_groupings_checkpoint_without_a_traceback(capsys, tmp_path):
+def test_dry_run_names_another_groupings_checkpoint_ahead_of_a_population_and_runs_alone_take_it(capsys,
+                                                                                                 tmp_path):
     import json
+    import shutil
 
     from lcpo.online.population import population_folder
 
-    cfg, out, outs = _stopped_sweep(tmp_path)
-    # a population pointer of another grouping (--population 2) ahead of runs that --population 1 starts alone:
-    # here both folders are at 850 too, so it is ahead of nothing; move seed 1's own pointer back to look behind
-    err = _dry(capsys, cfg, out, "--population", "1")
-    assert "resume: 2 from step 850, 1 from step 0 (" in err and "ahead" not in err
-    pop_pointer = population_folder(outs, "a2c") / "population.json"
-    doc = json.loads(pop_pointer.read_text())
-    doc["step"] = 1000  # as if the population had committed step 1000 and been killed before the exports
-    for m in doc["members"]:
-        m["config"]["steps"] = 1200
-    pop_pointer.write_text(json.dumps(doc))
-    err = _dry(capsys, cfg, out, "--population", "1")
+    cfg, out, outs = _stopped_sweep(tmp_path, population=3)
+    # a population pointer of another grouping (seeds 0-1) ahead of runs that --population 3 starts as one
+    # population, from their own checkpoints (a population reads only its own pointer)
+    err = _dry(capsys, cfg, out, "--population", "3")
+    assert "resume: 3 from step 850 (" in err and "ahead" not in err
+    doc = json.loads((population_folder(outs, "a2c") / "population.json").read_text())
+    doc["step"] = 1000  # as if that population had committed step 1000 and been killed before the exports
+    doc["members"] = doc["members"][:2]
+    other = population_folder(outs[:2], "a2c")
+    other.mkdir()
+    (other / "population.json").write_text(json.dumps(doc))
+    err = _dry(capsys, cfg, out, "--population", "3")
     assert "(step 1,000, 2 seeds) is ahead of 2 run(s) that this sweep starts from their own checkpoints" in err
     assert "those steps are computed again" in err
+    # run alone, each seed takes the later generation beside it, as `lcpo resume` would: nothing computed again
+    err = _dry(capsys, cfg, out, "--population", "1")
+    assert "resume: 2 from step 1,000, 1 from step 850 (" in err and "ahead" not in err
+    shutil.rmtree(other)
+    assert "resume: 3 from step 850 (" in _dry(capsys, cfg, out, "--population", "1")
+
+
+def test_dry_run_reports_malformed_pointers_without_a_traceback(capsys, tmp_path):
+    from lcpo.online.population import population_folder
+
+    cfg, out, outs = _stopped_sweep(tmp_path)
+    pop_pointer = population_folder(outs, "a2c") / "population.json"
     for text, expect in (('{"step": 850', "truncated or corrupt"), ('{"format": 1, "step": 850, "members": [1]}',
                                                                      "truncated or corrupt"),
                          ('{"format": 1, "step": 850, "members": null}', "truncated or corrupt")):
@@ -225,8 +244,9 @@ def test_a_refused_population_task_fails_its_runs_with_one_line_each_said_once(c
 
 
 def test_dry_run_models_a_task_that_falls_back_to_one_by_one_and_a_pointer_of_the_wrong_type(tmp_path):
-    """A review found the dry run promising the population's step to runs that the sweep then resumed one by one
-    from their folders (their starts differ), and a pointer with "step": "850" aborting it. Pointers only: the
+    """A review found the dry run promising the population's step to a task that the sweep then resumed one by
+    one (their starts differ), and a pointer with "step": "850" aborting it. One by one, each run now weighs the
+    pointer beside its folder as a run alone does (`execute`), and the preview says so. Pointers only: the
     preview reads no state."""
     import json
 
@@ -257,8 +277,9 @@ def test_dry_run_models_a_task_that_falls_back_to_one_by_one_and_a_pointer_of_th
          "config": RunConfig.from_dict(s.config).to_dict()} for o, s in zip(outs, specs)]}
     (pop / "population.json").write_text(json.dumps(pointer))
     starts, failing, lines = resume_preview(specs, out, 2)
-    # 1000 (pointer) and 600 (own) differ: one by one, each from its folder: 800 and 600
-    assert (starts, failing) == ({800: 1, 600: 1}, 0)
+    # 1000 (pointer) and 600 (own) differ: one by one, each as a run alone: seed 0 from the population's
+    # generation in its folder (the later of its two), seed 1 from its own 600 (went on alone)
+    assert (starts, failing) == ({1000: 1, 600: 1}, 0)
     assert any("start at different steps" in ln and "one by one" in ln for ln in lines), lines
     pointer["step"] = "1000"
     (pop / "population.json").write_text(json.dumps(pointer))

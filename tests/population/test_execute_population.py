@@ -597,3 +597,66 @@ def test_description_environments_are_made_once_and_closed(tmp_path, monkeypatch
     cfgs = [_cfg("a2c", s, steps=200, checkpoint_every=0) for s in (0, 1, 2)]
     execute_population(cfgs, [tmp_path / f"s{s}" for s in (0, 1, 2)])
     assert len(made) == 1 and closed == made
+
+
+def _killed_before_the_exports(tmp_path, cfgs, outs, at, behind):
+    """The population's folders as a kill after its step-``at`` commit and before the seed folders' exports
+    leaves them: each folder's own pointer at ``behind`` (None: no checkpoint yet), the population's pointer at
+    ``at`` naming generations present in the folders."""
+    execute_population(cfgs, outs, stop_at=behind or at)
+    for o in outs:
+        shutil.copytree(o / "checkpoint", tmp_path / f"{o.name}-own")
+    if behind:
+        execute_population(cfgs, outs, stop_at=at)
+    pointer = read_population_pointer(population_folder(outs, cfgs[0].agent))
+    assert pointer["step"] == at
+    for o, m in zip(outs, pointer["members"]):
+        shutil.move(o / "checkpoint" / m["generation"], tmp_path / m["generation"])
+        shutil.rmtree(o / "checkpoint")
+        if behind:
+            shutil.copytree(tmp_path / f"{o.name}-own", o / "checkpoint")
+        else:
+            (o / "checkpoint").mkdir()
+        shutil.move(tmp_path / m["generation"], o / "checkpoint" / m["generation"])
+    return pointer
+
+
+@pytest.mark.parametrize("behind", [200, None])
+def test_a_seed_resumed_alone_takes_the_populations_later_generation(tmp_path, behind):
+    """`lcpo resume <seed folder>` (and --no-batch, a sweep's one-by-one fallback: all `execute`) after a kill
+    between the population's commit at step 400 and the folders' own pointers: it used to resume from the
+    folder's step 200 (or, with no checkpoint of its own yet, start afresh, deleting the population's
+    generation); now it resumes from the population's step 400, with a note, and ends as the uninterrupted run."""
+    cfgs = [_cfg("a2c", s) for s in (0, 1)]
+    outs = [tmp_path / f"p{s}" for s in (0, 1)]
+    _killed_before_the_exports(tmp_path, cfgs, outs, 400, behind)
+    assert RunCheckpoints(outs[1] / "checkpoint").latest() is None if behind is None else \
+        RunCheckpoints(outs[1] / "checkpoint").latest().step == 200
+    notes = []
+    alone = execute(cfgs[1], outs[1], on_message=notes.append)
+    pop_dir = population_folder(outs, "a2c")
+    assert notes == [f"{outs[1]}: resuming from the population checkpoint {pop_dir / 'population.json'} at step 400"]
+    assert alone["resumed_from"][-1] == 400
+    full = execute(cfgs[1], tmp_path / "solo")
+    assert alone["lifelong_return"] == full["lifelong_return"]
+    assert _outputs(outs[1]) == _outputs(tmp_path / "solo")
+    # the other seed through the CLI, the same way
+    assert main(["resume", str(outs[0])]) == 0
+    assert json.loads((outs[0] / "summary.json").read_text())["resumed_from"][-1] == 400
+
+
+def test_a_pointer_of_another_configuration_or_an_unreadable_one_is_not_taken_alone(tmp_path):
+    cfgs = [_cfg("a2c", s) for s in (0, 1)]
+    outs = [tmp_path / f"p{s}" for s in (0, 1)]
+    _killed_before_the_exports(tmp_path, cfgs, outs, 400, 200)
+    from lcpo.online.population import pointer_for_folder
+
+    assert pointer_for_folder(cfgs[0], outs[0])[1] == 400
+    assert pointer_for_folder(_cfg("a2c", 0, overrides={"hidden": [8]}), outs[0]) == (None, 0, None)
+    assert pointer_for_folder(_cfg("a2c", 0, steps=900), outs[0])[1] == 400  # more steps: the same run, extended
+    bad = tmp_path / ".population-a2c-00000000"
+    bad.mkdir()
+    (bad / "population.json").write_text('{"format": 1, "step": ')
+    notes = []
+    assert pointer_for_folder(cfgs[0], outs[0], notes.append)[1] == 400
+    assert len(notes) == 1 and "skipping an unreadable population checkpoint" in notes[0] and str(bad) in notes[0]

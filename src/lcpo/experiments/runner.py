@@ -433,6 +433,17 @@ def resume_preview(specs: Sequence[RunSpec], runs_dir: str | Path, population: i
             lines[-1] += f": the sweep would fail {'that task' if batched else 'that run'}"
             if batched:
                 continue
+        if not batched:  # alone: the later of its own checkpoint and a population's generation beside it
+            for spec, o in zip(group, outs):
+                if o not in own:
+                    continue
+                step, line = _alone_start(spec, o, own[o])
+                if line:
+                    lines.append(line)
+                    failing += 1
+                    del own[o]
+                else:
+                    own[o] = step
         if batched:
             pop_dir = population_folder(outs, group[0].config["agent"])
             ours.add(pop_dir.resolve())
@@ -463,13 +474,16 @@ def resume_preview(specs: Sequence[RunSpec], runs_dir: str | Path, population: i
             if refused or short:
                 failing += len(group)
                 continue
-            if len(set(own.values())) > 1:  # run_group then runs them one by one, each from its own folder
+            if len(set(own.values())) > 1:  # run_group then runs them one by one, each as a run alone
+                alone = {o: _alone_start(spec, o, folder_own[o]) for spec, o in zip(group, outs)}
                 lines.append(f"  {len(group)} runs of one task start at different steps ("
-                             + ", ".join(f"{o.name} {st:,}" for o, st in list(own.items())[:3])
-                             + (", ..." if len(own) > 3 else "") + "): the sweep runs them one by one from their "
-                             "own folders' checkpoints" + (f", below the population checkpoint's step "
-                                                            f"{pointer['step']:,}" if pointer else ""))
-                own = folder_own
+                             + ", ".join(f"{o.name} {st:,}" for o, (st, _) in list(alone.items())[:3])
+                             + (", ..." if len(own) > 3 else "") + "): the sweep runs them one by one")
+                own = {o: st for o, (st, line) in alone.items() if not line}
+                for o, (_, line) in alone.items():
+                    if line:
+                        lines.append(line)
+                        failing += 1
         for o, step in own.items():
             starts[step] = starts.get(step, 0) + 1
             start_of[o.resolve()] = step
@@ -491,6 +505,28 @@ def resume_preview(specs: Sequence[RunSpec], runs_dir: str | Path, population: i
                          f"from their own checkpoints, e.g. {ahead[0].name} from step {start_of[ahead[0]]:,}: those "
                          "steps are computed again")
     return dict(sorted(starts.items(), reverse=True)), failing, lines
+
+
+def _alone_start(spec: RunSpec, out: Path, own_step: int) -> tuple[int, str]:
+    """Where run ``spec`` in ``out`` starts when run alone, its own checkpoint at ``own_step``: ``(step, "")``, or
+    ``(own_step, line)`` when the resume would refuse it (:func:`lcpo.online.population.pointer_for_folder` and
+    :func:`lcpo.online.population.pointer_verdict`, the rules :func:`lcpo.online.run.execute` applies)."""
+    from lcpo.online.population import POINTER, pointer_for_folder, pointer_verdict
+    from lcpo.online.run import RunConfig
+
+    cfg = RunConfig.from_dict(spec.config)
+    member, step, pop_dir = pointer_for_folder(cfg, out)
+    verdict = pointer_verdict(cfg, out, own_step, member, step)
+    if verdict == "population":
+        return step, ""
+    if verdict == "lost":
+        return own_step, (f"  population checkpoint {pop_dir / POINTER} (step {step:,}) names a generation gone "
+                          f"from {out.name}, which holds a run's files but no checkpoint: the sweep would fail "
+                          "that run")
+    if verdict == "too_few_steps":
+        return own_step, (f"  population checkpoint {pop_dir / POINTER} is at step {step:,}, past the {out.name} "
+                          "run's steps: the sweep would fail that run")
+    return own_step, ""
 
 
 def _changed_settings(spec: RunSpec, runs_dir: Path) -> list[tuple[str, Any, Any]]:

@@ -44,8 +44,8 @@ import numpy as np
 
 from lcpo.online.loop import SEGMENT_STEPS, NeverReset, ResetOnEnd, Transition, parse_reset
 
-__all__ = ["Population", "PopulationLoop", "execute_population", "names_vector_env", "pointer_verdict",
-           "population_folder", "read_population_pointer", "user_vector_env",
+__all__ = ["Population", "PopulationLoop", "execute_population", "names_vector_env", "pointer_for_folder",
+           "pointer_verdict", "population_folder", "read_population_pointer", "user_vector_env",
            "SHARED_KEYS"]
 
 #: Run-configuration keys every member of one population must share (the agent population is built once for
@@ -906,6 +906,50 @@ def pointer_verdict(cfg, out: Path, own_step: int, member: dict | None, pop_step
     if own_step:
         return "went_on_alone"
     return "lost" if any((Path(out) / name).exists() for name in _RUN_OUTPUTS) else "deleted"
+
+
+def pointer_for_folder(cfg, out: str | Path, say: Callable[[str], None] | None = None
+                       ) -> tuple[dict | None, int, Path | None]:
+    """The population pointer that a run of ``cfg`` in folder ``out`` alone (``lcpo resume FOLDER``, ``--no-batch``,
+    a sweep's one-by-one fallback) must weigh against its folder's own checkpoint: among the default population
+    folders beside it (``out.parent/.population-*``, :func:`population_folder` of seed folders that share a
+    parent), the pointers that name ``out`` under ``cfg``'s configuration (all but ``steps`` equal), the one at
+    the highest step. A population killed after its commit but before it pointed every seed folder to its new
+    generation leaves that generation reachable only from here. Reads only the pointer files; a population with a
+    ``population_dir`` elsewhere is not found.
+
+    Args:
+        cfg: the run's :class:`lcpo.online.run.RunConfig`.
+        out: the run folder.
+        say: receives one line per unreadable pointer it skips (another population's, named; default: ignored).
+
+    Returns:
+        ``(member, step, pop_dir)``: the pointer's entry for ``out``, its step and its folder, for
+        :func:`pointer_verdict`; ``(None, 0, None)`` where none names the folder.
+    """
+    from lcpo.online.run import config_changes
+    from lcpo.persistence.checkpoint import CheckpointError
+
+    out = Path(out)
+    best: tuple[dict | None, int, Path | None] = (None, 0, None)
+    if not out.parent.is_dir():
+        return best
+    for path in sorted(out.parent.glob(f".population-*/{POINTER}")):
+        pop_dir = path.parent
+        try:
+            pointer = read_population_pointer(pop_dir)
+        except CheckpointError as exc:
+            if say is not None:
+                say(f"{out}: skipping an unreadable population checkpoint beside it ({exc})")
+            continue
+        if pointer is None:
+            continue
+        key = _member_key(out, pop_dir)
+        for m in pointer["members"]:
+            if (m["folder"] == key and pointer["step"] > best[1]
+                    and not [c for c in config_changes(m["config"], cfg.to_dict()) if c[0] != "steps"]):
+                best = (m, int(pointer["step"]), pop_dir)
+    return best
 
 
 def _wall_shares(states: list[dict]) -> list[float]:

@@ -483,8 +483,11 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
     """Run one online run into ``out_dir`` and return its summary.
 
     The folder is locked for the whole call (:class:`lcpo.persistence.runlock.RunLock`: a second writer is refused with
-    :class:`lcpo.persistence.runlock.RunFolderBusy`). What happens to an existing run follows :func:`resume_plan`. A call
-    that fails in a folder it created, before any checkpoint was committed, removes that folder.
+    :class:`lcpo.persistence.runlock.RunFolderBusy`). What happens to an existing run follows :func:`resume_plan`;
+    a seed folder of a population resumes from the later of its own checkpoint and the generation a population
+    pointer beside it names (:func:`lcpo.online.population.pointer_for_folder`, under
+    :func:`lcpo.online.population.pointer_verdict`'s rules, as the population itself would). A call that fails in
+    a folder it created, before any checkpoint was committed, removes that folder.
 
     Args:
         config: the run configuration.
@@ -580,14 +583,15 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         from lcpo.envs.preflight import check_checkpointable
 
         check_checkpointable(env, config.env)
-    state = None
+    # the folder's own checkpoint, or a population's later generation in it that the population's pointer
+    # beside the folder names (a kill between that commit and the folder's own pointer): the later of the two
+    from lcpo.online.population import POINTER, _start_state, pointer_for_folder
+
+    member, pop_step, pop_dir = pointer_for_folder(config, out, say) if resume else (None, 0, None)
+    step0, state, source, note = _start_state(config, out, plan, member, pop_step, pop_dir)
     length = config.steps
-    if plan.action in ("resume", "extend"):
-        ckpt_step, state = store.load()
-        stored = state.get("config", {})
-        if ckpt_step != plan.step or [c for c in config_changes(stored, config.to_dict()) if c[0] != "steps"]:
-            raise CheckpointError(f"checkpoint in {store.folder} does not match its pointer {store.pointer}")
-        length = int(stored.get("steps", config.steps))  # an extended run keeps the memories it started with
+    if state is not None:  # an extended run keeps the memories it started with
+        length = int(state.get("config", {}).get("steps", config.steps))
     overrides = config.agent_overrides(length)
     if state is not None:
         overrides.update(_recorded_run_length_fields(out, config))
@@ -625,7 +629,7 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         if snaps is not None:
             snaps.resume_from(loop.steps)
     # every check passed: from here on the folder is written
-    if plan.action == "fresh":
+    if state is None:
         _remove_outputs(out)  # leftovers of a run that stopped before its first checkpoint
     summary_path.unlink(missing_ok=True)  # an extended run is unfinished until its new summary
     if config.tensorboard:  # events past the checkpoint, written by an interrupted process, are purged
@@ -633,7 +637,11 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
     _write_config(out, config, dataclasses.asdict(agent.hp), env)
     if state is not None:
         log.write(loop.episodes)  # episodes.csv / diagnostics.csv as of the checkpoint
-    if plan.message:
+    if note:
+        say(note)
+    elif source == "population":
+        say(f"{out}: resuming from the population checkpoint {pop_dir / POINTER} at step {step0:,}")
+    elif plan.message:
         say(plan.message)
 
     bar = None
