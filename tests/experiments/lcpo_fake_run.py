@@ -92,6 +92,8 @@ def execute(config: RunConfig, out_dir, resume: bool = True, progress: bool = Fa
     if config.env_kwargs.get("import_torch"):
         import torch  # noqa: F401 - a process that imported torch takes seconds to exit on a busy machine
     if config.agent == "fail":
+        if config.env_kwargs.get("os_error"):  # a failure that may be transient (a full disk, a lost mount)
+            raise OSError(28, "fake full disk for testing")
         raise RuntimeError("fake failure for testing")
     _atomic_json(out / "config.json", config.to_dict())
     length = int(config.reset.split(":")[1]) if config.reset.startswith("every:") else 200

@@ -223,6 +223,23 @@ def test_dask_local_cluster_matches_local_backend_with_a_worker_killed(tmp_path)
     assert len(starts) == 2 and starts[1] > 0  # the killed worker's run was retried and resumed
 
 
+def test_dask_retries_only_failures_that_may_be_transient(tmp_path):
+    """Dask's ``retries`` re-runs a task that raised (a worker's death is rescheduled by ``allowed-failures``
+    whatever ``retries`` says): a refusal or a deterministic error used to run three times, failing the same
+    way each time; now once, while an OSError (a full disk) is still tried three times."""
+    pytest.importorskip("dask.distributed")
+    det = specs_of(sweep_dict(agents=("fail",), seeds=1))
+    transient = specs_of(sweep_dict(agents=("fail",), seeds=1, name="u",
+                                    env_kwargs={"lcpo/WindyPendulum-v0": {"os_error": True}}))
+    out = run_sweep(det + transient, tmp_path / "d", backend="dask", workers=1, executor=FAKE, progress=False)
+    assert [o.status for o in out] == ["failed", "failed"]
+    assert "RuntimeError: fake failure for testing" in out[0].error and "OSError" in out[1].error
+    assert len(calls(tmp_path / "d", det[0].run_id)) == 1
+    assert len(calls(tmp_path / "d", transient[0].run_id)) == 3
+    for spec in (*det, *transient):  # each failure recorded where the sweep's report looks for it
+        assert json.loads((run_dir(tmp_path / "d", spec.run_id) / "error.json").read_text())["error"]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("lcpo.online.run") is None, reason="lcpo.online.run not available")
 def test_sigkill_with_the_real_executor_resumes_to_the_uninterrupted_result(tmp_path):

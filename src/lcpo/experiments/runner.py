@@ -17,8 +17,10 @@ first copy is still alive) waits for that lock, then finds the run finished (or 
 
 Backends: ``local`` (worker processes of this module, spawn start method, one run at a time per worker,
 default one worker per core) and ``dask`` (``dask.distributed``: an existing scheduler at ``address``, or a
-``LocalCluster`` bound to 127.0.0.1; tasks are submitted with ``retries=2`` so Dask re-runs a task whose worker
-died or that raised, and the re-run resumes from the run's checkpoint).
+``LocalCluster`` bound to 127.0.0.1; a task whose worker died is rescheduled by Dask (its ``allowed-failures``),
+and one that raised an error that may be transient (:attr:`RunFailed.retryable`: the file system, memory, a busy
+folder) is tried twice more (``retries=2``); either re-run resumes from the run's checkpoint. A refusal or a
+diverged run is not retried: it would fail the same way).
 
 Stopping (docs/experiments.md, "Stopping a sweep"): the first SIGINT (Ctrl-C) or SIGTERM, sent to the sweep
 process alone or to its whole process group, stops the sweep: no new run starts, each running run writes a
@@ -58,7 +60,32 @@ BACKENDS = ("local", "dask")
 
 
 class RunFailed(RuntimeError):
-    """A run raised; the message holds the run id, the error and the remote traceback."""
+    """A run raised; the message holds the run id, the error and the remote traceback.
+
+    Attributes:
+        retryable: whether another attempt could end otherwise (:func:`_retryable`: the run's error was an
+            ``OSError``, ``MemoryError`` or :class:`lcpo.persistence.runlock.RunFolderBusy`); a refusal, a diverged
+            run or a bug raises the same again, so the Dask backend does not retry it. Not kept across pickling
+            (read in the process that raised it).
+    """
+
+    retryable: bool = False
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Whether a run's error may be transient: the file system or memory (``OSError``, ``MemoryError``), or a run
+    folder another process still holds (``RunFolderBusy``). Everything else (a refused configuration or resume,
+    ``CheckpointError``, non-finite values, a bug) is deterministic: the same inputs raise it again."""
+    from lcpo.persistence.runlock import RunFolderBusy
+
+    return isinstance(exc, (OSError, MemoryError, RunFolderBusy))
+
+
+def _run_failed(message: str, exc: BaseException) -> RunFailed:
+    """A :class:`RunFailed` for ``exc``, its ``retryable`` set."""
+    err = RunFailed(message)
+    err.retryable = _retryable(exc)
+    return err
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -177,7 +204,7 @@ def run_one(config: dict[str, Any], out_dir: str, executor: str = DEFAULT_EXECUT
                 "error": f"{type(exc).__name__}: {exc}", "traceback": tb, "config": config,
                 "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": os.uname().nodename, "pid": os.getpid(),
             })
-            raise RunFailed(f"{out.name}: {type(exc).__name__}: {exc}\n{tb}") from None
+            raise _run_failed(f"{out.name}: {type(exc).__name__}: {exc}\n{tb}", exc) from None
 
 
 def group_seeds(specs: Sequence[RunSpec], max_size: int) -> list[list[RunSpec]]:
@@ -257,6 +284,23 @@ def run_group(configs: Sequence[dict[str, Any]], out_dirs: Sequence[str], execut
         _record_group_error(configs, outs, exc)
 
 
+#: How a Dask task (:func:`_dask_group`) hands back a failure that another attempt would repeat.
+_FAILED = "__lcpo_failed__"
+
+
+def _dask_group(*args, **kwargs) -> list[dict[str, Any]] | dict[str, str]:
+    """:func:`run_group` as a Dask task: a failure that another attempt would repeat (not
+    :attr:`RunFailed.retryable`) is returned as ``{_FAILED: message}``, not raised, so that the task's Dask
+    ``retries`` re-run only transient failures (a worker's death is rescheduled by Dask's ``allowed-failures``,
+    not by ``retries``)."""
+    try:
+        return run_group(*args, **kwargs)
+    except RunFailed as exc:
+        if exc.retryable:
+            raise
+        return {_FAILED: str(exc)}
+
+
 def _notes_topic(stop_event: str) -> str:
     """The Dask event topic of one sweep's notes (unique per sweep, as its stop event's name)."""
     return f"{stop_event}-notes"
@@ -300,7 +344,8 @@ def _record_group_error(configs, outs, exc: BaseException) -> None:
             "error": f"{type(exc).__name__}: {exc}", "traceback": tb, "config": config,
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": os.uname().nodename, "pid": os.getpid(),
             "population": [o.name for o in outs]})
-    raise RunFailed(f"{outs[0].name} (population of {len(outs)}): {type(exc).__name__}: {exc}\n{tb}") from None
+    raise _run_failed(f"{outs[0].name} (population of {len(outs)}): {type(exc).__name__}: {exc}\n{tb}",
+                      exc) from None
 
 
 def _takes(fn: Callable, name: str) -> bool:
@@ -852,7 +897,7 @@ def _run_dask(todo: Sequence[list[RunSpec]], runs_dir: Path, executor: str, work
         futures = {}
         for rank, group in enumerate(todo):
             # priority: Dask starts higher first, so the sweep's / --only's order holds
-            fut = client.submit(run_group, [dict(sp.config) for sp in group],
+            fut = client.submit(_dask_group, [dict(sp.config) for sp in group],
                                 [str(run_dir(runs_dir, sp.run_id)) for sp in group], executor,
                                 stop_event=event_name, device=device, retries=2, pure=False,
                                 priority=len(todo) - rank)
@@ -879,6 +924,8 @@ def _run_dask(todo: Sequence[list[RunSpec]], runs_dir: Path, executor: str, work
                     exc = None
                 except Exception as err:  # noqa: BLE001 - KilledWorker, RunFailed: record, continue
                     exc = err
+                if isinstance(summaries, dict) and _FAILED in summaries:  # not retried: it would fail again
+                    exc, summaries = RunFailed(summaries[_FAILED]), None
                 for i, spec in enumerate(group):
                     on_result(spec, summaries[i] if summaries is not None else None, exc)
         if stop.forced:
