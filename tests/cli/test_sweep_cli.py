@@ -221,6 +221,30 @@ def test_dry_run_reports_malformed_pointers_without_a_traceback(capsys, tmp_path
     assert "resume: 1 from step 850, 1 from step 0, 1 refused (below)" in err and "truncated or corrupt" in err
 
 
+def test_a_task_refused_before_it_wrote_anything_leaves_no_run_folder(capsys, tmp_path):
+    """A malformed population pointer refuses a task of runs that have no folder yet: the refusal used to leave
+    their folders created, holding only error.json; now nothing is written, the summary names the failure once."""
+    from lcpo.cli.main import main
+    from lcpo.experiments.config import expand, load_config
+    from lcpo.experiments.runner import run_dir
+    from lcpo.online.population import population_folder
+
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('name = "s"\nenvs = ["lcpo/WindyPendulum-v0"]\ntraces = ["wind-3"]\ntrace_length = 5000\n'
+                   'agents = ["a2c"]\nseeds = 2\nsteps = 400\ncheckpoint_every = 200\n'
+                   '[overrides.a2c]\nhidden = [[16]]\nrollout_steps = [100]\n')
+    out = tmp_path / "out"
+    outs = [run_dir(out, s.run_id) for s in expand(load_config(cfg))]
+    pop = population_folder(outs, "a2c")
+    pop.mkdir(parents=True)
+    (pop / "population.json").write_text('{"format": 1, "step": ')
+    assert main(["sweep", str(cfg), "--out", str(out), "--population", "2", "--workers", "1",
+                 "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "truncated or corrupt" in err and "(2 runs)" in err and "error.json" not in err
+    assert not any(o.exists() for o in outs)
+
+
 def test_a_refused_population_task_fails_its_runs_with_one_line_each_said_once(capsys, tmp_path):
     """The sweep side of the refusal: every run of the task fails (error.json in each), the others run, and the
     shared error is printed once as it happens and once in the summary (it was printed once per run, twice)."""

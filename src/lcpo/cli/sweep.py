@@ -138,10 +138,11 @@ def run(args: argparse.Namespace) -> int:
         if o.status == "failed":
             failures.setdefault(o.error, []).append(o.run_id)
     for error, ids in failures.items():
-        named = ",".join(ids[:3]) + (",..." if len(ids) > 3 else "")
-        where = (f"see {out / 'runs' / ids[0] / 'error.json'}" if len(ids) == 1 else
-                 f"{len(ids)} runs; see error.json in {out / 'runs'}/{{{named}}}")
-        print(f"  failed: {error}  ({where})", file=sys.stderr)
+        kept = [i for i in ids if (out / "runs" / i / "error.json").is_file()]  # none for a task refused unwritten
+        named = ",".join(kept[:3]) + (",..." if len(kept) > 3 else "")
+        where = "" if not kept else (f"; see {out / 'runs' / kept[0] / 'error.json'}" if len(kept) == 1 else
+                                     f"; see error.json in {out / 'runs'}/{{{named}}}")
+        print(f"  failed: {error}  ({len(ids)} run{'s' if len(ids) > 1 else ''}{where})", file=sys.stderr)
     print(f"results: {out / 'results.parquet'}; report: lcpo report {out} --out {out / 'report'}")
     return 1 if counts.get("failed") else 0
 

@@ -337,9 +337,13 @@ def _quiet_fresh(write: Callable[[str], None]) -> Callable[[str], None]:
 
 
 def _record_group_error(configs, outs, exc: BaseException) -> None:
+    """Record a population task's error in the ``error.json`` of each of its run folders that exists (a task
+    refused before it wrote anything creates no folder for it: the sweep reports the failure), then raise it as
+    :class:`RunFailed`."""
     tb = traceback.format_exc()
     for config, out in zip(configs, outs):
-        out.mkdir(parents=True, exist_ok=True)
+        if not out.is_dir():
+            continue
         write_json_atomic(out / "error.json", {
             "error": f"{type(exc).__name__}: {exc}", "traceback": tb, "config": config,
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": os.uname().nodename, "pid": os.getpid(),
@@ -1098,7 +1102,7 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
                 msg = str(exc).split("\n", 1)[0] or type(exc).__name__
                 outcomes[spec.run_id] = RunOutcome(spec.run_id, "failed", 0.0, msg)
                 err_file = run_dir(runs_dir, spec.run_id) / "error.json"
-                if not err_file.exists():  # the worker died before it could record the error
+                if err_file.parent.is_dir() and not err_file.exists():  # the worker died before recording it
                     write_json_atomic(err_file, {"error": f"{type(exc).__name__}: {exc}", "traceback": "",
                                                  "config": dict(spec.config)})
                 if msg != last_failure[0]:  # a population task's runs fail with one message: say it once

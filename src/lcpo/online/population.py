@@ -763,16 +763,23 @@ def execute_population(configs: Sequence, out_dirs: Sequence[str | Path], *, res
         if len(locks) == len(out_dirs) + 1:  # the population folder goes first, so that emptied parents can go
             _remove_if_spent(pop_dir)
             locks.pop().release()
-        if not (pop_dir / POINTER).exists():  # else its generations in the seed folders are resumable
-            for folder, made in reversed(list(zip(out_dirs, created))):  # the last made first: parents last
-                if made:
-                    _remove_failed(folder, made)
+        for folder, made in reversed(list(zip(out_dirs, created))):  # the last made first: parents last
+            if made and not _holds_generation(folder):  # else the population's pointer may name it: resumable
+                _remove_failed(folder, made)
         raise
     finally:
         if len(locks) == len(out_dirs) + 1:
             _remove_if_spent(pop_dir)  # only while holding its lock
         for lock in reversed(locks):
             lock.release()
+
+
+def _holds_generation(folder: Path) -> bool:
+    """Whether run folder ``folder`` holds a checkpoint generation (pointed to or not yet)."""
+    try:
+        return any(p.is_dir() for p in (folder / "checkpoint").iterdir())
+    except OSError:
+        return False
 
 
 def _remove_if_spent(pop_dir: Path) -> None:
