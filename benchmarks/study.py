@@ -260,35 +260,44 @@ def across_section(runs: pd.DataFrame, folder: Path) -> list[str]:
     done = runs[runs["status"] == "done"]
     if not len(done):
         return []
-    # aggregates compare agents over the same cells: only cells where every online agent of the report finished
-    # (an agent's IQM over cells where a stronger one is missing would be inflated; Agarwal et al. 2021 aggregate
-    # every algorithm over one task set)
+    # aggregates compare agents over one task set: the largest block of agents x cells in which every agent
+    # finished, LCPO always in (lcpo.experiments.report.aggregate_block, the rule `lcpo report` applies)
+    from lcpo.experiments.report import _cell_name, _row_keys
+
+    agg = across_cells(done.copy(), lifelong_table(done), seed=0)
+    block = set(agg["rows"])
     all_online = sorted({s for s in done["scheme"] if not s.startswith("prescient")})
-    have = done.groupby(["env", "trace"])["scheme"].agg(lambda x: set(x))
-    complete = {cell for cell, schemes in have.items() if set(all_online) <= schemes and len(schemes) >= 2}
-    partial = [(cell, sorted(set(all_online) - schemes)) for cell, schemes in have.items() if cell not in complete]
-    keep = [(e, t) in complete for e, t in zip(runs["env"], runs["trace"])]
-    runs, done = runs[keep], done[[(e, t) in complete for e, t in zip(done["env"], done["trace"])]]
-    left_out = (f" Left out: {len(partial)} cell(s) where not every online agent has finished ("
-                + "; ".join(f"{_short(env)} `{trace}`: no {', '.join(m.upper() for m in missing) or 'second agent'}"
-                            for (env, trace), missing in partial)
-                + "): an agent's normalized score there would be measured against a field without the missing "
-                  "agent, and its IQM would not be comparable with the others'." if partial else "")
-    cells = len(complete)
+    in_block = sorted(set(agg["iqm"]["scheme"]) if len(agg["iqm"]) else set())
+    keys = _row_keys(done)  # the library's row names (env/trace and any other varying config column)
+    keep = [_cell_name(tuple(r)) in block for r in runs[keys].itertuples(index=False)]
+    runs = runs[keep]
+    in_cells = runs[runs["status"] == "done"].groupby("scheme")["trace"].nunique()
+    field = set(in_block) | {s for s, n in in_cells.items() if s.startswith("prescient") and n == len(block)}
+    runs = runs[runs["scheme"].isin(field)]  # the library's field: block agents, prescient ones in every cell
+    parts = [f"{s.upper()} (finished in {n} of the cells)" for s, n in agg["left_out_schemes"].items()]
+    parts += [f"{_short(r.split('/')[0])} `{r.split('/')[1]}` (no {', '.join(m.upper() for m in missing)})"
+              for r, missing in agg["left_out_rows"].items()]
+    left_out = ("" if not parts else
+                " Left out: " + "; ".join(parts) + ". An agent scored over fewer cells, or a cell scored against a "
+                "field without one of the agents, would not be comparable with the rest (one task set for all, "
+                "Agarwal et al. 2021); P(LCPO > X) below still uses every cell the two agents share.")
+    cells = len(block)
     lines = ["## Across cells (paper Figure 3a; Agarwal et al. 2021)", ""]
     if not cells:
-        return lines + [f"No cell has every online agent finished yet: nothing to normalize or aggregate.{left_out}",
-                        ""]
+        return lines + ["No cell has two online agents finished yet: nothing to normalize or aggregate.", ""]
     table = lifelong_table(runs)
     norm = normalized_table(table)
     norm.to_csv(folder / "normalized_return.csv", index=False)
     online = [s for s in dict.fromkeys(norm["scheme"]) if not s.startswith("prescient")]
     online = sorted(online, key=lambda s: (s != "lcpo", s))
-    lines += [(f"{cells} cell(s) where every online agent ({', '.join(a.upper() for a in all_online)}) has "
-              f"finished.{left_out} Each run's lifelong return is "
+    lines += [(f"One task set: {cells} cell(s) x {len(in_block)} online agents "
+              f"({', '.join(a.upper() for a in in_block)}), the largest block in which every agent finished in "
+              f"every cell (of {len(all_online)} online agents; `lcpo.experiments.report.aggregate_block`)."
+              f"{left_out} Each run's lifelong return is "
               "min-max normalized by its cell's "
-              "lowest and highest agent mean (prescient agents included): 0 = the worst agent mean of the cell, "
-              "1 = the best. IQM: the mean of the middle half of an agent's normalized runs pooled over its cells, "
+              "lowest and highest agent mean (these agents, and prescient agents that finished in every one of "
+              "these cells): 0 = the worst agent mean of the cell, "
+              "1 = the best. IQM: the mean of the middle half of an agent's normalized runs pooled over the cells, "
               "95% stratified-bootstrap interval (seeds resampled within cells, 2,000 resamples, generator seed 0; "
               "about 85% actual coverage at 3 seeds, 93% at 10: `lcpo.experiments.stats.iqm_ci`). P(LCPO > X): "
               "per cell the share of (LCPO seed, X seed) pairs LCPO wins, averaged over the common cells, same "
@@ -299,8 +308,6 @@ def across_section(runs: pd.DataFrame, folder: Path) -> list[str]:
     else:
         lines += [f"No CDF: {len(online)} online agent(s); min-max normalization of fewer than "
                   f"{MIN_SCHEMES_FOR_CDF} puts one at 0 and the other at 1 in every cell.", ""]
-    store = done.copy()
-    agg = across_cells(store, table, seed=0)
     if len(agg["iqm"]):
         lines += ["| agent | cells | runs | IQM of normalized return [95% CI] |", "|---|---|---|---|"]
         for r in agg["iqm"].itertuples():

@@ -286,7 +286,9 @@ def test_across_cells_iqm_and_probability_of_improvement(tmp_path):
     assert poi.loc["sac", "cells"] == 1 and poi.loc["sac", "poi"] == 1.0  # -181.3 is below every LCPO seed
     iq = agg["iqm"].set_index("scheme")
     assert iq.loc["lcpo", "runs"] == 6 and iq.loc["lcpo", "ci_low"] <= iq.loc["lcpo", "iqm"] <= iq.loc["lcpo", "ci_high"]
-    assert np.isnan(iq.loc["sac", "ci_low"])  # one seed in its only cell: no interval
+    assert "sac" not in iq.index and agg["left_out_schemes"] == {"sac": 1}  # one row: outside the task set
+    assert set(iq.index) == {"lcpo", "trpo", "a2c", "ppo"} and set(iq["cells"]) == {2}
+    assert set(agg["rows"]) == {"WindyPendulum-v0/wind-1", "WindyPendulum-v0/wind-3"} and not agg["left_out_rows"]
     taus, prof, lo, hi = agg["profiles"]["lcpo"]
     assert prof[0] == 1.0 and np.all(np.diff(prof) <= 0) and np.all(lo <= prof + 1e-12)
     md = write_report(runs, _EMPTY_EP, tmp_path).read_text()
@@ -314,6 +316,54 @@ def test_a_cell_with_one_scheme_is_left_out_of_the_normalized_aggregates():
     assert iq.loc["a2c", "iqm"] == pytest.approx(a2c[1:3].mean()) and iq.loc["a2c", "iqm"] < 0.96  # middle 2 of 4
     assert "ppo" not in iq.index and "ppo" not in agg["profiles"]  # in no cell with a second scheme
     assert agg["poi"].set_index("baseline").loc["a2c", "cells"] == 1
+
+
+def test_aggregate_block_is_the_largest_scheme_by_row_block_with_lcpo_in():
+    from lcpo.experiments.report import aggregate_block
+
+    # the study before its wind-2 LCPO runs: A2C and TRPO on 4 traces, LCPO on 3, DDQN on 2
+    rows = {"lcpo": [1, 3, 4], "a2c": [1, 2, 3, 4], "trpo": [1, 2, 3, 4], "ddqn": [3, 4]}
+    assert aggregate_block(rows, ["lcpo"]) == (["lcpo", "a2c", "trpo"], [1, 3, 4])  # 9 pairs, not 4 x 2 = 8
+    rows["lcpo"].append(2)
+    assert aggregate_block(rows, ["lcpo"]) == (["lcpo", "a2c", "trpo"], [1, 3, 4, 2])  # order of first appearance
+    # without the requirement the best block may leave LCPO out; ties go to more rows, then more schemes
+    assert aggregate_block({"lcpo": {1}, "a2c": {1, 2, 3}, "trpo": {1, 2, 3}}) == (["a2c", "trpo"], [1, 2, 3])
+    assert aggregate_block({"lcpo": {1}, "a2c": {1, 2, 3}, "trpo": {1, 2, 3}}, ["lcpo"]) == (
+        ["lcpo", "a2c", "trpo"], [1])
+    # 4 schemes x 1 row ties 2 x 2: more rows win, then the first schemes in order
+    assert aggregate_block({"a": {1, 2}, "b": {1, 2}, "c": {2, 3}, "d": {2, 3}}) == (["a", "b"], [1, 2])
+    assert aggregate_block({"a": {1, 2}, "b": {1, 2}, "c": {2}, "d": {2}, "e": {2}}) == (["a", "b", "c", "d", "e"], [2])
+    assert aggregate_block({"lcpo": {1}, "a2c": {2}}, ["lcpo"]) == ([], [])  # no shared row
+    # many schemes: subsets by coverage order, still a full block
+    many = {f"s{i}": set(range(10 - i % 3)) for i in range(16)}
+    schemes, block_rows = aggregate_block(many)
+    assert all(set(block_rows) <= many[x] for x in schemes) and len(schemes) * len(block_rows) >= 16 * 8
+
+
+def test_across_cells_scores_every_scheme_on_one_task_set():
+    """An agent missing from a hard row used to be scored over its other rows only, and a row missing a strong
+    agent scaled the others against a weaker field: IQMs over different task sets, not comparable. Now one block:
+    here LCPO and A2C on both traces, TRPO on wind-1 only -> the block is LCPO x A2C x TRPO on wind-1 (3 pairs)
+    or LCPO x A2C on both (4 pairs): the latter, TRPO named as left out."""
+    from lcpo.experiments.report import across_cells, lifelong_table
+
+    cells = {("wind-1", "lcpo"): [-170.0, -172.0, -174.0], ("wind-1", "a2c"): [-180.0, -186.0, -190.0],
+             ("wind-1", "trpo"): [-160.0, -165.0, -161.0],
+             ("wind-3", "lcpo"): [-250.0, -260.0, -255.0], ("wind-3", "a2c"): [-300.0, -290.0, -310.0]}
+    runs = make_runs(cells)
+    agg = across_cells(runs, lifelong_table(runs), seed=0)
+    iq = agg["iqm"].set_index("scheme")
+    assert list(iq.index) == ["lcpo", "a2c"] and agg["left_out_schemes"] == {"trpo": 1}
+    # each row scaled by LCPO's and A2C's means only (TRPO, outside the block, is not in the field): LCPO 1, A2C 0
+    lo1, hi1 = np.mean(cells[("wind-1", "a2c")]), np.mean(cells[("wind-1", "lcpo")])
+    lcpo1 = sorted((x - lo1) / (hi1 - lo1) for x in cells[("wind-1", "lcpo")])
+    lo3, hi3 = np.mean(cells[("wind-3", "a2c")]), np.mean(cells[("wind-3", "lcpo")])
+    lcpo3 = sorted((x - lo3) / (hi3 - lo3) for x in cells[("wind-3", "lcpo")])
+    pooled = np.sort(lcpo1 + lcpo3)  # 6 runs: the IQM is the mean of the middle 3 (scipy's trim of 25% each side)
+    from scipy.stats import trim_mean
+
+    assert iq.loc["lcpo", "iqm"] == pytest.approx(trim_mean(pooled, 0.25))
+    assert agg["poi"].set_index("baseline").loc["trpo", "cells"] == 1  # pairwise: over their common row
 
 
 def test_mixed_code_is_refused_unless_allowed_and_then_stated(tmp_path):

@@ -169,14 +169,16 @@ def test_welch_holm_over_the_whole_report_and_the_verdict_sentence(text):
 
 
 def test_across_cells_settings_and_runs_sections(text, synthetic):
-    assert "![normalized return CDF (paper Figure 3a)](normalized_return_cdf.png)" in text
-    assert (synthetic / "normalized_return_cdf.png").is_file() and (synthetic / "performance_profile.png").is_file()
+    assert (synthetic / "performance_profile.png").is_file()
     iqm = _rows(text, "| agent | cells | runs | IQM")
     # wind-3 has no TRPO: pooled, A2C's IQM came from 2 cells and TRPO's from 1 (A2C's score on wind-3 measured
-    # against a field without TRPO); now every agent's aggregate covers the cells where all of them finished
-    assert [iqm[a][1:3] for a in ("LCPO", "A2C", "TRPO")] == [["1", "3"], ["1", "3"], ["1", "3"]]
-    assert ("1 cell(s) where every online agent (A2C, LCPO, TRPO) has finished. Left out: 1 cell(s) where not "
-            "every online agent has finished (WindyPendulum-v0 `wind-3`: no TRPO)") in text
+    # against a field without TRPO); now one task set, the largest block: LCPO x A2C on both cells (4 agent-cells)
+    # beats LCPO x A2C x TRPO on wind-1 (3), and TRPO is named as left out
+    assert set(iqm) == {"LCPO", "A2C"} and [iqm[a][1:3] for a in ("LCPO", "A2C")] == [["2", "6"], ["2", "5"]]  # one A2C seed failed
+    assert ("One task set: 2 cell(s) x 2 online agents (A2C, LCPO), the largest block in which every agent "
+            "finished in every cell (of 3 online agents") in text
+    assert "Left out: TRPO (finished in 1 of the cells)." in text
+    assert "No CDF: 2 online agent(s)" in text  # min-max of two agents is 0 / 1 in every cell
     poi = _rows(text, "| X | common cells |")
     # LCPO wins every (LCPO seed, A2C seed) pair on both traces: P = 1; TRPO: Mann-Whitney U / 9 on wind-1
     u = sum((a > b) + 0.5 * (a == b) for a in _finished("wind-1", "lcpo") for b in _finished("wind-1", "trpo"))
@@ -315,11 +317,12 @@ def test_a_cell_where_one_agent_finished_is_left_out_of_the_aggregates(study, tm
     text = study.report(folder, forgetting=False).read_text()
     iqm = _rows(text, "| agent | cells | runs | IQM")
     assert [iqm[a][1:3] for a in ("LCPO", "A2C", "TRPO")] == [["1", "3"], ["1", "3"], ["1", "3"]]
-    assert ("1 cell(s) where every online agent (A2C, LCPO, TRPO) has finished. Left out: 1 cell(s) where not "
-            "every online agent has finished (WindyPendulum-v0 `wind-3`: no LCPO, TRPO)") in text
+    assert ("One task set: 1 cell(s) x 3 online agents (A2C, LCPO, TRPO), the largest block in which every agent "
+            "finished in every cell") in text
+    assert "Left out: WindyPendulum-v0 `wind-3` (no LCPO, TRPO)." in text
     assert set(pd.read_csv(folder / "normalized_return.csv")["trace"]) == {"wind-1"}
     only = study.report(_write_synthetic(tmp_path / "only", agents=("a2c",)), forgetting=False).read_text()
-    assert "No cell has every online agent finished yet: nothing to normalize or aggregate." in only
+    assert "No cell has two online agents finished yet: nothing to normalize or aggregate." in only
     assert "| agent | cells | runs | IQM" not in only
 
 

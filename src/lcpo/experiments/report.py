@@ -60,8 +60,8 @@ from lcpo.experiments.stats import (MeanCI, holm, iqm, iqm_ci, mean_ci, minmax_b
 from lcpo.experiments.store import load_store
 from lcpo.persistence.provenance import UNKNOWN, MixedCodeError, mixed_code_cells
 
-__all__ = ["across_cells", "check_code", "comparison_table", "lifelong_table", "normalized_table",
-           "process_wall_time", "rank_table", "report", "write_report"]
+__all__ = ["aggregate_block", "across_cells", "check_code", "comparison_table", "lifelong_table",
+           "normalized_table", "process_wall_time", "rank_table", "report", "write_report"]
 
 _ROW_BASE = ["env", "trace"]
 _ROW_OPTIONAL = ["trace_length", "steps", "warmup_steps", "reset"]
@@ -302,38 +302,97 @@ def comparison_table(runs: pd.DataFrame, confidence: float = 0.95) -> pd.DataFra
     return out[cols]
 
 
+#: Beyond this many optional online schemes, :func:`aggregate_block` tries subsets by coverage order only.
+_BLOCK_EXHAUSTIVE = 12
+
+
+def aggregate_block(rows_of: dict[str, Sequence], required: Sequence[str] = ()) -> tuple[list[str], list]:
+    """The task set of the across-row aggregates: the largest block of schemes x rows in which every scheme
+    finished in every row, so that every scheme's IQM and profile pools the same rows (Agarwal et al. 2021
+    aggregate every algorithm over one task set; a scheme's score pooled over only the rows it ran, or measured
+    against a field missing a stronger scheme, would not be comparable with the others').
+
+    Largest: the most (scheme, row) pairs, then the most rows, then the most schemes, then the first in the given
+    order; it must hold every ``required`` scheme (the report's LCPO variants) and at least 2 schemes. Subsets of
+    up to :data:`_BLOCK_EXHAUSTIVE` optional schemes are searched exhaustively, beyond that those formed by adding
+    schemes in order of how many rows they cover.
+
+    Args:
+        rows_of: each online scheme's rows (hashable row keys, a list or set) where it finished at least one run,
+            in the report's order of schemes.
+        required: schemes the block must hold (absent ones are ignored).
+
+    Returns:
+        ``(schemes, rows)``: the block's schemes in the given order and its rows in order of first appearance
+        (scheme by scheme, as ``rows_of`` iterates them);
+        ``([], [])`` when no 2 schemes share a row.
+    """
+    from itertools import combinations
+
+    names = list(rows_of)
+    must = [s for s in names if s in set(required)]
+    optional = [s for s in names if s not in set(must)]
+    order = list(dict.fromkeys(r for s in names for r in rows_of[s]))
+    if len(optional) <= _BLOCK_EXHAUSTIVE:
+        candidates = (set(must) | set(c) for k in range(len(optional) + 1) for c in combinations(optional, k))
+    else:
+        by_cover = sorted(optional, key=lambda s: -len(rows_of[s]))
+        candidates = (set(must) | set(by_cover[:k]) for k in range(len(by_cover) + 1))
+    best, best_key = ([], []), (0, 0, 0)
+    for chosen in candidates:
+        if len(chosen) < 2:
+            continue
+        rows = set.intersection(*(set(rows_of[s]) for s in chosen))
+        key = (len(chosen) * len(rows), len(rows), len(chosen))
+        if rows and key > best_key:
+            best_key = key
+            best = ([s for s in names if s in chosen], [r for r in order if r in rows])
+    return best
+
+
 def across_cells(runs: pd.DataFrame, table: pd.DataFrame, confidence: float = 0.95, seed: int = 0,
                  n_resamples: int = 2000) -> dict:
-    """Aggregates over rows (env, trace, ...) of normalized scores (Agarwal et al. 2021).
+    """Aggregates over rows (env, trace, ...) of normalized scores (Agarwal et al. 2021), over one task set.
 
-    Each run's lifelong return is min-max normalized by its row's lowest and highest scheme mean (paper
-    Figure 3's scale; :func:`lcpo.experiments.stats.minmax_bounds`); a row where a single scheme finished has no
-    such scale and is left out of the IQM and the profiles (it would score that scheme 1, the best, against
-    nobody; a scheme with no other row gets no IQM row). Per online scheme: the IQM over its rows
-    with a stratified-bootstrap interval; per LCPO scheme and online baseline: the probability of improvement
-    over their common rows with its interval; per online scheme: the performance profile with bands.
+    The IQM and the performance profiles pool the rows of :func:`aggregate_block`: the largest block of online
+    schemes x rows in which every scheme finished, LCPO's variants always in. Schemes outside it, and rows
+    outside it, are returned (``left_out_schemes``, ``left_out_rows``) for the report to name. Each run's
+    lifelong return is min-max normalized by its row's lowest and highest mean over the block's schemes and the
+    prescient schemes that finished in every block row (paper Figure 3's scale;
+    :func:`lcpo.experiments.stats.minmax_bounds`): the same field in every row. Per online scheme of the block:
+    the IQM with a stratified-bootstrap interval and the performance profile with bands; per LCPO scheme and
+    online baseline (block or not): the probability of improvement over their common rows (a pairwise measure,
+    comparable on any shared rows) with its interval.
+
+    Args:
+        runs: the store's per-run table (``done`` runs with a finite lifelong return count).
+        table: :func:`lifelong_table` of ``runs`` (kept for the signature; the scores come from ``runs``).
+        confidence: the intervals' level.
+        seed: the bootstrap generator's seed.
+        n_resamples: bootstrap resamples.
 
     Returns:
         ``{"iqm": DataFrame(scheme, cells, runs, iqm, ci_low, ci_high), "poi": DataFrame(scheme, baseline,
-        cells, poi, ci_low, ci_high), "profiles": {scheme: (taus, profile, low, high)}}``; intervals are NaN
-        where every cell of a scheme has one seed.
+        cells, poi, ci_low, ci_high), "profiles": {scheme: (taus, profile, low, high)}, "rows": [row names of
+        the block], "left_out_schemes": {scheme: n rows it finished}, "left_out_rows": {row name: [block schemes
+        missing there]}}``; intervals are NaN where every cell of a scheme has one seed.
     """
     done = _done(runs)
     keys = _row_keys(runs)
     scores: dict[str, dict[str, np.ndarray]] = {}
     for k, g in done.groupby(keys + ["scheme"], sort=False, dropna=False):
         scores.setdefault(k[-1], {})[_cell_name(k[:-1])] = g["lifelong_return"].to_numpy(dtype=float)
+    empty = {"iqm": pd.DataFrame(), "poi": pd.DataFrame(), "profiles": {}, "rows": [], "left_out_schemes": {},
+             "left_out_rows": {}}
     if not scores:
-        return {"iqm": pd.DataFrame(), "poi": pd.DataFrame(), "profiles": {}}
-    schemes_in: dict[str, int] = {}
-    for cells in scores.values():
-        for c in cells:
-            schemes_in[c] = schemes_in.get(c, 0) + 1
-    scaled = {s: {c: x for c, x in cells.items() if schemes_in[c] >= 2} for s, cells in scores.items()}
-    scaled = {s: cells for s, cells in scaled.items() if cells}
-    bounds = minmax_bounds(scaled) if scaled else {}
-    norm = {s: normalize_runs(c, bounds) for s, c in scaled.items()}
+        return empty
     online = [s for s in _ordered_schemes(done) if not _is_prescient(s)]
+    block, rows = aggregate_block({s: list(scores[s]) for s in online}, required=_lcpo_schemes(online))
+    field = block + [s for s in scores if _is_prescient(s) and all(r in scores[s] for r in rows)]
+    scaled = {s: {r: scores[s][r] for r in rows} for s in field} if rows else {}
+    bounds = minmax_bounds(scaled) if scaled else {}
+    norm = {s: normalize_runs(scaled[s], bounds) for s in block}
+    all_rows = list(dict.fromkeys(r for s in online for r in scores[s]))
     taus = np.linspace(-0.25, 1.25, 121)
     iqm_rows, poi_rows, profiles = [], [], {}
     for i, s in enumerate(online):
@@ -364,7 +423,9 @@ def across_cells(runs: pd.DataFrame, table: pd.DataFrame, confidence: float = 0.
                 ci, lo, hi = MeanCI(probability_of_improvement(xs, ys), np.nan, np.nan, len(common)), np.nan, np.nan
             poi_rows.append({"scheme": lc, "baseline": b, "cells": len(common), "poi": ci.mean, "ci_low": lo,
                              "ci_high": hi})
-    return {"iqm": pd.DataFrame(iqm_rows), "poi": pd.DataFrame(poi_rows), "profiles": profiles}
+    return {"iqm": pd.DataFrame(iqm_rows), "poi": pd.DataFrame(poi_rows), "profiles": profiles, "rows": rows,
+            "left_out_schemes": {s: len(scores[s]) for s in online if s not in block},
+            "left_out_rows": {r: [s for s in block if r not in scores[s]] for r in all_rows if r not in rows}}
 
 
 def _profile_figure(profiles: dict, path: Path, confidence: float) -> None:
@@ -777,13 +838,25 @@ def _across_md(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, confidenc
     if agg["iqm"].empty:
         return []
     pct = round(confidence * 100)
+    left = ""
+    if agg["left_out_schemes"]:
+        left += (" Left out of the IQM and the profiles: " + ", ".join(
+            f"{s} (finished in {n} row{'s' if n != 1 else ''})" for s, n in agg["left_out_schemes"].items()) + ".")
+    if agg["left_out_rows"]:
+        left += (" Rows left out: " + "; ".join(f"{r} (no {', '.join(m)})" for r, m in agg["left_out_rows"].items())
+                 + ".")
     md = ["## Across environments and traces (Agarwal et al. 2021)", "",
-          (f"Each run's lifelong return min-max normalized by its row's lowest and highest scheme mean (the scale "
-           f"of the CDF above). IQM: the mean of the middle 50% of a scheme's normalized runs, pooled over its "
-           f"rows, with a {pct}% stratified-bootstrap interval (seeds resampled within each row, 2,000 resamples, "
+          (f"One task set for every scheme: the IQM and the profiles pool the {len(agg['rows'])} row(s) of the "
+           f"largest block of schemes x rows in which every scheme finished (LCPO always in; "
+           f"lcpo.experiments.report.aggregate_block), so that each scheme is scored on the same rows against the "
+           f"same field.{left} "
+           f"Each run's lifelong return min-max normalized by its row's lowest and highest mean over the block's "
+           f"schemes (and prescient schemes that finished in every block row). IQM: the mean of the middle 50% of "
+           f"a scheme's normalized runs, pooled over the block's rows, with a {pct}% stratified-bootstrap interval (seeds resampled within each row, 2,000 resamples, "
            f"generator seed {seed}; about 85% actual coverage at 3 seeds per row, 93% at 10: "
            f"lcpo.experiments.stats.iqm_ci). P(LCPO > baseline): per row the Mann-Whitney U of LCPO's seeds over "
-           f"the baseline's divided by n m, averaged over their common rows, with the same bootstrap. An "
+           f"the baseline's divided by n m, averaged over the two schemes' common rows (any scheme, block or "
+           f"not), with the same bootstrap. An "
            f"interval is '-' when every row of the scheme has one seed."), "",
           _md_table(["scheme", "rows", "runs", f"IQM [{pct}% CI]"],
                     [[r.scheme, r.cells, r.runs, _cell(r.iqm, r.ci_low, r.ci_high)] for r in agg["iqm"].itertuples()])]
