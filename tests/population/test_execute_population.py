@@ -660,3 +660,26 @@ def test_a_pointer_of_another_configuration_or_an_unreadable_one_is_not_taken_al
     notes = []
     assert pointer_for_folder(cfgs[0], outs[0], notes.append)[1] == 400
     assert len(notes) == 1 and "skipping an unreadable population checkpoint" in notes[0] and str(bad) in notes[0]
+
+
+def test_a_fresh_start_refuses_folders_a_population_pointer_names(tmp_path):
+    """Killed between its first population commit and the folders' own pointers, a population's seed folders
+    held no run by `resume_plan`'s reading: a start without resume (`lcpo run`, no --resume) deleted the
+    population's generations and its pointer without a word. Now it is refused as for a folder holding a run,
+    alone or as a population, and nothing changes; resuming takes the generations."""
+    cfgs = [_cfg("a2c", s) for s in (0, 1)]
+    outs = [tmp_path / f"p{s}" for s in (0, 1)]
+    _killed_before_the_exports(tmp_path, cfgs, outs, 200, None)
+
+    def listing():
+        return {str(f.relative_to(tmp_path)): f.read_bytes() for f in sorted(tmp_path.rglob("*"))
+                if f.is_file() and f.name != ".lock"}
+
+    before = listing()
+    with pytest.raises(ValueError, match=r"p1 already holds a run \(the population checkpoint .*population\.json "
+                                         r"names its generation at step 200\); pass --resume"):
+        execute(cfgs[1], outs[1], resume=False)
+    with pytest.raises(ValueError, match=r"p0 already holds a run \(the population checkpoint"):
+        execute_population(cfgs, outs, resume=False)
+    assert listing() == before
+    assert [r["resumed_from"] for r in execute_population(cfgs, outs)] == [[200], [200]]

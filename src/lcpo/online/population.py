@@ -45,7 +45,7 @@ import numpy as np
 from lcpo.online.loop import SEGMENT_STEPS, NeverReset, ResetOnEnd, Transition, parse_reset
 
 __all__ = ["Population", "PopulationLoop", "execute_population", "names_vector_env", "pointer_for_folder",
-           "pointer_verdict", "population_folder", "read_population_pointer", "user_vector_env",
+           "pointer_verdict", "population_folder", "read_population_pointer", "refuse_unresumed", "user_vector_env",
            "SHARED_KEYS"]
 
 #: Run-configuration keys every member of one population must share (the agent population is built once for
@@ -887,6 +887,21 @@ def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int, pop_d
                           f"its checkpoint folder, or delete {pop_dir} to start the run afresh")
 
 
+def refuse_unresumed(cfg, out: Path, member: dict | None, pop_step: int, pop_dir: Path | None) -> None:
+    """For a run started without ``resume``: refuse folder ``out`` when a population pointer names a generation
+    of this configuration in it (its first population checkpoint was committed, its own pointer not yet written:
+    :func:`lcpo.online.run.resume_plan` sees no run there), as ``resume_plan`` refuses a folder holding a run;
+    a fresh start would delete those steps.
+
+    Raises:
+        ValueError: naming the folder, the pointer and its step.
+    """
+    if pointer_verdict(cfg, out, 0, member, pop_step) == "population":
+        raise ValueError(f"{out} already holds a run (the population checkpoint {Path(pop_dir) / POINTER} names "
+                         f"its generation at step {pop_step:,}); pass --resume to continue or extend it, or choose "
+                         "another --out")
+
+
 def pointer_verdict(cfg, out: Path, own_step: int, member: dict | None, pop_step: int) -> str:
     """What a population pointer at ``pop_step`` naming ``member`` (or None) means for seed folder ``out``, whose
     own committed checkpoint is at ``own_step`` (0: none), run as ``cfg`` (a :class:`lcpo.online.run.RunConfig`);
@@ -1002,9 +1017,21 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
     active = [i for i, p in enumerate(plans) if p.action != "done"]
     if not active:
         return results
-    pointer = read_population_pointer(pop_dir) if resume else None
+    from lcpo.persistence.checkpoint import CheckpointError
+
+    try:
+        pointer = read_population_pointer(pop_dir)
+    except CheckpointError:  # a fresh start replaces an unreadable pointer; a resume needs it
+        if resume:
+            raise
+        pointer = None
     members = {m["folder"]: m for m in pointer["members"]} if pointer else {}
     pop_step = int(pointer["step"]) if pointer else 0
+    if not resume:  # a generation the pointer names is a run, as resume_plan refuses one
+        for i in active:
+            refuse_unresumed(configs[i], out_dirs[i], members.get(_member_key(out_dirs[i], pop_dir)), pop_step,
+                             pop_dir)
+        members, pop_step = {}, 0
     starts = [_start_state(configs[i], out_dirs[i], plans[i], members.get(_member_key(out_dirs[i], pop_dir)),
                            pop_step, pop_dir) for i in active]
     steps0 = sorted({s for s, _, _, _ in starts})

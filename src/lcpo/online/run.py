@@ -585,9 +585,12 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         check_checkpointable(env, config.env)
     # the folder's own checkpoint, or a population's later generation in it that the population's pointer
     # beside the folder names (a kill between that commit and the folder's own pointer): the later of the two
-    from lcpo.online.population import POINTER, _start_state, pointer_for_folder
+    from lcpo.online.population import POINTER, _start_state, pointer_for_folder, refuse_unresumed
 
-    member, pop_step, pop_dir = pointer_for_folder(config, out, say) if resume else (None, 0, None)
+    member, pop_step, pop_dir = pointer_for_folder(config, out, say if resume else None)
+    if not resume:
+        refuse_unresumed(config, out, member, pop_step, pop_dir)
+        member, pop_step, pop_dir = None, 0, None
     step0, state, source, note = _start_state(config, out, plan, member, pop_step, pop_dir)
     length = config.steps
     if state is not None:  # an extended run keeps the memories it started with
