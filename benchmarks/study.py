@@ -261,7 +261,7 @@ def across_section(runs: pd.DataFrame, folder: Path) -> list[str]:
     if not len(done):
         return []
     # aggregates compare agents over one task set: the largest block of agents x cells in which every agent
-    # finished, LCPO always in (lcpo.experiments.report.aggregate_block, the rule `lcpo report` applies)
+    # finished, LCPO in (lcpo.experiments.report.aggregate_block, the rule `lcpo report` applies)
     from lcpo.experiments.report import _cell_name, _row_keys
 
     agg = across_cells(done.copy(), lifelong_table(done), seed=0)
@@ -271,9 +271,7 @@ def across_section(runs: pd.DataFrame, folder: Path) -> list[str]:
     keys = _row_keys(done)  # the library's row names (env/trace and any other varying config column)
     keep = [_cell_name(tuple(r)) in block for r in runs[keys].itertuples(index=False)]
     runs = runs[keep]
-    in_cells = runs[runs["status"] == "done"].groupby("scheme")["trace"].nunique()
-    field = set(in_block) | {s for s, n in in_cells.items() if s.startswith("prescient") and n == len(block)}
-    runs = runs[runs["scheme"].isin(field)]  # the library's field: block agents, prescient ones in every cell
+    runs = runs[runs["scheme"].isin(agg["field"])]  # the library's field: block agents, prescient in every cell
     parts = [f"{s.upper()} (finished in {n} of the cells)" for s, n in agg["left_out_schemes"].items()]
     parts += [f"{_short(r.split('/')[0])} `{r.split('/')[1]}` (no {', '.join(m.upper() for m in missing)})"
               for r, missing in agg["left_out_rows"].items()]

@@ -366,6 +366,24 @@ def test_across_cells_scores_every_scheme_on_one_task_set():
     assert agg["poi"].set_index("baseline").loc["trpo", "cells"] == 1  # pairwise: over their common row
 
 
+def test_a_one_row_lcpo_ablation_does_not_shrink_the_task_set():
+    """Requiring every LCPO variant in the block made an ablation run on one row collapse the IQM to that row
+    (or, sharing no row with LCPO, remove the aggregates): only the LCPO scheme with the most rows is required."""
+    from lcpo.experiments.report import across_cells, lifelong_table
+
+    cells = {(t, s): [v, v - 2.0, v + 1.0] for t, base in (("wind-1", -170.0), ("wind-3", -250.0))
+             for s, v in (("lcpo", base), ("a2c", base - 20.0), ("trpo", base - 40.0))}
+    cells[("wind-3", "lcpo[ood_threshold=5]")] = [-260.0, -262.0, -258.0]
+    runs = make_runs(cells)
+    agg = across_cells(runs, lifelong_table(runs), seed=0)
+    assert set(agg["iqm"]["scheme"]) == {"lcpo", "a2c", "trpo"} and set(agg["iqm"]["cells"]) == {2}
+    assert agg["left_out_schemes"] == {"lcpo[ood_threshold=5]": 1}
+    poi = agg["poi"]  # both LCPO schemes still compared with each baseline on their common rows
+    assert set(zip(poi["scheme"], poi["baseline"], poi["cells"])) == {
+        ("lcpo", "a2c", 2), ("lcpo", "trpo", 2), ("lcpo[ood_threshold=5]", "a2c", 1),
+        ("lcpo[ood_threshold=5]", "trpo", 1)}
+
+
 def test_mixed_code_is_refused_unless_allowed_and_then_stated(tmp_path):
     from lcpo.persistence.provenance import MixedCodeError
 

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -179,6 +180,9 @@ def test_across_cells_settings_and_runs_sections(text, synthetic):
             "finished in every cell (of 3 online agents") in text
     assert "Left out: TRPO (finished in 1 of the cells)." in text
     assert "No CDF: 2 online agent(s)" in text  # min-max of two agents is 0 / 1 in every cell
+    # the field of the normalization: the block's agents and both prescient agents (they finished in both cells)
+    norm = pd.read_csv(synthetic / "normalized_return.csv")
+    assert set(norm["scheme"]) == {"lcpo", "a2c", "prescient-a2c", "prescient-trpo"} and len(norm) == 8
     poi = _rows(text, "| X | common cells |")
     # LCPO wins every (LCPO seed, A2C seed) pair on both traces: P = 1; TRPO: Mann-Whitney U / 9 on wind-1
     u = sum((a > b) + 0.5 * (a == b) for a in _finished("wind-1", "lcpo") for b in _finished("wind-1", "trpo"))

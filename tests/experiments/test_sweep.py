@@ -223,6 +223,17 @@ def test_dask_local_cluster_matches_local_backend_with_a_worker_killed(tmp_path)
     assert len(starts) == 2 and starts[1] > 0  # the killed worker's run was retried and resumed
 
 
+def test_which_errors_are_retried():
+    from lcpo.experiments.runner import _retryable
+    from lcpo.persistence.runlock import RunFolderBusy
+
+    assert _retryable(OSError(28, "No space left on device")) and _retryable(MemoryError())
+    assert _retryable(RunFolderBusy("busy")) and _retryable(type("OutOfMemoryError", (RuntimeError,), {})())
+    for exc in (FileNotFoundError("trace.npy"), PermissionError("out"), IsADirectoryError("x"),
+                NotADirectoryError("y"), ValueError("refused"), RuntimeError("non-finite"), KeyError("k")):
+        assert not _retryable(exc), exc
+
+
 def test_dask_retries_only_failures_that_may_be_transient(tmp_path):
     """Dask's ``retries`` re-runs a task that raised (a worker's death is rescheduled by ``allowed-failures``
     whatever ``retries`` says): a refusal or a deterministic error used to run three times, failing the same

@@ -681,5 +681,12 @@ def test_a_fresh_start_refuses_folders_a_population_pointer_names(tmp_path):
         execute(cfgs[1], outs[1], resume=False)
     with pytest.raises(ValueError, match=r"p0 already holds a run \(the population checkpoint"):
         execute_population(cfgs, outs, resume=False)
+    # fewer steps than the pointer's (its generation would be collected by the fresh run's first commit), and
+    # another grouping's population over the same folders (a population reads its own pointer; the fresh start
+    # checks the pointers beside each folder too)
+    with pytest.raises(ValueError, match=r"p1 already holds a run"):
+        execute(_cfg("a2c", 1, steps=100), outs[1], resume=False)
+    with pytest.raises(ValueError, match=r"p1 already holds a run"):
+        execute_population([cfgs[1]], [outs[1]], resume=False, population_dir=tmp_path / "elsewhere")
     assert listing() == before
     assert [r["resumed_from"] for r in execute_population(cfgs, outs)] == [[200], [200]]

@@ -355,7 +355,8 @@ def across_cells(runs: pd.DataFrame, table: pd.DataFrame, confidence: float = 0.
     """Aggregates over rows (env, trace, ...) of normalized scores (Agarwal et al. 2021), over one task set.
 
     The IQM and the performance profiles pool the rows of :func:`aggregate_block`: the largest block of online
-    schemes x rows in which every scheme finished, LCPO's variants always in. Schemes outside it, and rows
+    schemes x rows in which every scheme finished, with the LCPO scheme that finished in the most rows always in
+    (other LCPO variants, e.g. an ablation run on one row, join only where they do not shrink the block). Schemes outside it, and rows
     outside it, are returned (``left_out_schemes``, ``left_out_rows``) for the report to name. Each run's
     lifelong return is min-max normalized by its row's lowest and highest mean over the block's schemes and the
     prescient schemes that finished in every block row (paper Figure 3's scale;
@@ -374,20 +375,23 @@ def across_cells(runs: pd.DataFrame, table: pd.DataFrame, confidence: float = 0.
     Returns:
         ``{"iqm": DataFrame(scheme, cells, runs, iqm, ci_low, ci_high), "poi": DataFrame(scheme, baseline,
         cells, poi, ci_low, ci_high), "profiles": {scheme: (taus, profile, low, high)}, "rows": [row names of
-        the block], "left_out_schemes": {scheme: n rows it finished}, "left_out_rows": {row name: [block schemes
-        missing there]}}``; intervals are NaN where every cell of a scheme has one seed.
+        the block], "field": [the schemes whose means set the normalization], "left_out_schemes": {scheme: n rows
+        it finished}, "left_out_rows": {row name: [block schemes missing there]}}``; intervals are NaN where every
+        cell of a scheme has one seed.
     """
     done = _done(runs)
     keys = _row_keys(runs)
     scores: dict[str, dict[str, np.ndarray]] = {}
     for k, g in done.groupby(keys + ["scheme"], sort=False, dropna=False):
         scores.setdefault(k[-1], {})[_cell_name(k[:-1])] = g["lifelong_return"].to_numpy(dtype=float)
-    empty = {"iqm": pd.DataFrame(), "poi": pd.DataFrame(), "profiles": {}, "rows": [], "left_out_schemes": {},
-             "left_out_rows": {}}
+    empty = {"iqm": pd.DataFrame(), "poi": pd.DataFrame(), "profiles": {}, "rows": [], "field": [],
+             "left_out_schemes": {}, "left_out_rows": {}}
     if not scores:
         return empty
     online = [s for s in _ordered_schemes(done) if not _is_prescient(s)]
-    block, rows = aggregate_block({s: list(scores[s]) for s in online}, required=_lcpo_schemes(online))
+    lcpos = _lcpo_schemes(online)  # required: the LCPO scheme that finished in the most rows (plain LCPO first)
+    required = [max(lcpos, key=lambda s: (len(scores[s]), s == "lcpo"))] if lcpos else []
+    block, rows = aggregate_block({s: list(scores[s]) for s in online}, required=required)
     field = block + [s for s in scores if _is_prescient(s) and all(r in scores[s] for r in rows)]
     scaled = {s: {r: scores[s][r] for r in rows} for s in field} if rows else {}
     bounds = minmax_bounds(scaled) if scaled else {}
@@ -424,7 +428,7 @@ def across_cells(runs: pd.DataFrame, table: pd.DataFrame, confidence: float = 0.
             poi_rows.append({"scheme": lc, "baseline": b, "cells": len(common), "poi": ci.mean, "ci_low": lo,
                              "ci_high": hi})
     return {"iqm": pd.DataFrame(iqm_rows), "poi": pd.DataFrame(poi_rows), "profiles": profiles, "rows": rows,
-            "left_out_schemes": {s: len(scores[s]) for s in online if s not in block},
+            "field": field, "left_out_schemes": {s: len(scores[s]) for s in online if s not in block},
             "left_out_rows": {r: [s for s in block if r not in scores[s]] for r in all_rows if r not in rows}}
 
 
@@ -835,7 +839,7 @@ def _timeseries(done: pd.DataFrame, episodes: pd.DataFrame, schemes: list[str], 
 def _across_md(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, confidence: float, seed: int) -> list[str]:
     """The report's across-cells section (IQM, probability of improvement, performance profiles)."""
     agg = across_cells(runs, table, confidence=confidence, seed=seed)
-    if agg["iqm"].empty:
+    if agg["iqm"].empty and agg["poi"].empty:
         return []
     pct = round(confidence * 100)
     left = ""
@@ -847,7 +851,7 @@ def _across_md(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, confidenc
                  + ".")
     md = ["## Across environments and traces (Agarwal et al. 2021)", "",
           (f"One task set for every scheme: the IQM and the profiles pool the {len(agg['rows'])} row(s) of the "
-           f"largest block of schemes x rows in which every scheme finished (LCPO always in; "
+           f"largest block of schemes x rows in which every scheme finished (the LCPO scheme with the most rows always in; "
            f"lcpo.experiments.report.aggregate_block), so that each scheme is scored on the same rows against the "
            f"same field.{left} "
            f"Each run's lifelong return min-max normalized by its row's lowest and highest mean over the block's "
@@ -857,18 +861,23 @@ def _across_md(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, confidenc
            f"lcpo.experiments.stats.iqm_ci). P(LCPO > baseline): per row the Mann-Whitney U of LCPO's seeds over "
            f"the baseline's divided by n m, averaged over the two schemes' common rows (any scheme, block or "
            f"not), with the same bootstrap. An "
-           f"interval is '-' when every row of the scheme has one seed."), "",
-          _md_table(["scheme", "rows", "runs", f"IQM [{pct}% CI]"],
-                    [[r.scheme, r.cells, r.runs, _cell(r.iqm, r.ci_low, r.ci_high)] for r in agg["iqm"].itertuples()])]
+           f"interval is '-' when every row of the scheme has one seed."), ""]
+    if agg["iqm"].empty:
+        md += ["No two online schemes finished in a common row with the LCPO scheme: no IQM or profiles."]
+    else:
+        md += [_md_table(["scheme", "rows", "runs", f"IQM [{pct}% CI]"],
+                         [[r.scheme, r.cells, r.runs, _cell(r.iqm, r.ci_low, r.ci_high)]
+                          for r in agg["iqm"].itertuples()])]
     if not agg["poi"].empty:
         md += ["", _md_table(["LCPO", "baseline", "common rows", f"P(LCPO > baseline) [{pct}% CI]"],
                              [[r.scheme, r.baseline, r.cells, _cell(r.poi, r.ci_low, r.ci_high)]
                               for r in agg["poi"].itertuples()])]
     agg["iqm"].to_csv(out_dir / "iqm.csv", index=False)
     agg["poi"].to_csv(out_dir / "probability_of_improvement.csv", index=False)
-    _profile_figure(agg["profiles"], out_dir / "performance_profile.png", confidence)
-    md += ["", "![performance profiles](performance_profile.png)", "",
-           "CSV: [iqm.csv](iqm.csv), [probability_of_improvement.csv](probability_of_improvement.csv)", ""]
+    if agg["profiles"]:
+        _profile_figure(agg["profiles"], out_dir / "performance_profile.png", confidence)
+        md += ["", "![performance profiles](performance_profile.png)"]
+    md += ["", "CSV: [iqm.csv](iqm.csv), [probability_of_improvement.csv](probability_of_improvement.csv)", ""]
     return md
 
 

@@ -64,7 +64,8 @@ class RunFailed(RuntimeError):
 
     Attributes:
         retryable: whether another attempt could end otherwise (:func:`_retryable`: the run's error was an
-            ``OSError``, ``MemoryError`` or :class:`lcpo.persistence.runlock.RunFolderBusy`); a refusal, a diverged
+            ``OSError`` other than a missing path or a permission, a ``MemoryError`` or torch's
+            ``OutOfMemoryError``, or :class:`lcpo.persistence.runlock.RunFolderBusy`); a refusal, a diverged
             run or a bug raises the same again, so the Dask backend does not retry it. Not kept across pickling
             (read in the process that raised it).
     """
@@ -73,12 +74,17 @@ class RunFailed(RuntimeError):
 
 
 def _retryable(exc: BaseException) -> bool:
-    """Whether a run's error may be transient: the file system or memory (``OSError``, ``MemoryError``), or a run
-    folder another process still holds (``RunFolderBusy``). Everything else (a refused configuration or resume,
-    ``CheckpointError``, non-finite values, a bug) is deterministic: the same inputs raise it again."""
+    """Whether a run's error may be transient: the file system (an ``OSError`` such as a full disk or a lost
+    mount, but not a missing or misplaced path or a permission: ``FileNotFoundError``, ``NotADirectoryError``,
+    ``IsADirectoryError``, ``PermissionError`` fail the same way again), memory (``MemoryError``, torch's
+    ``OutOfMemoryError`` on a GPU shared with other jobs), or a run folder another process still holds
+    (``RunFolderBusy``). Everything else (a refused configuration or resume, ``CheckpointError``, non-finite
+    values, a bug) is deterministic: the same inputs raise it again."""
     from lcpo.persistence.runlock import RunFolderBusy
 
-    return isinstance(exc, (OSError, MemoryError, RunFolderBusy))
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)):
+        return False
+    return isinstance(exc, (OSError, MemoryError, RunFolderBusy)) or type(exc).__name__ == "OutOfMemoryError"
 
 
 def _run_failed(message: str, exc: BaseException) -> RunFailed:

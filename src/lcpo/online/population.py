@@ -775,9 +775,10 @@ def execute_population(configs: Sequence, out_dirs: Sequence[str | Path], *, res
 
 
 def _holds_generation(folder: Path) -> bool:
-    """Whether run folder ``folder`` holds a checkpoint generation (pointed to or not yet)."""
+    """Whether run folder ``folder`` holds a checkpoint generation (pointed to or not yet; not a temporary folder
+    of an unfinished write)."""
     try:
-        return any(p.is_dir() for p in (folder / "checkpoint").iterdir())
+        return any(p.is_dir() and p.name.startswith("step-") for p in (folder / "checkpoint").iterdir())
     except OSError:
         return False
 
@@ -896,7 +897,10 @@ def refuse_unresumed(cfg, out: Path, member: dict | None, pop_step: int, pop_dir
     Raises:
         ValueError: naming the folder, the pointer and its step.
     """
-    if pointer_verdict(cfg, out, 0, member, pop_step) == "population":
+    from lcpo.online.run import config_changes
+
+    if (member is not None and not [c for c in config_changes(member["config"], cfg.to_dict()) if c[0] != "steps"]
+            and (Path(out) / "checkpoint" / member["generation"]).is_dir()):  # whatever the steps asked for
         raise ValueError(f"{out} already holds a run (the population checkpoint {Path(pop_dir) / POINTER} names "
                          f"its generation at step {pop_step:,}); pass --resume to continue or extend it, or choose "
                          "another --out")
@@ -1027,10 +1031,11 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
         pointer = None
     members = {m["folder"]: m for m in pointer["members"]} if pointer else {}
     pop_step = int(pointer["step"]) if pointer else 0
-    if not resume:  # a generation the pointer names is a run, as resume_plan refuses one
+    if not resume:  # a generation a pointer names is a run, as resume_plan refuses one (this grouping's or not)
         for i in active:
             refuse_unresumed(configs[i], out_dirs[i], members.get(_member_key(out_dirs[i], pop_dir)), pop_step,
                              pop_dir)
+            refuse_unresumed(configs[i], out_dirs[i], *pointer_for_folder(configs[i], out_dirs[i]))
         members, pop_step = {}, 0
     starts = [_start_state(configs[i], out_dirs[i], plans[i], members.get(_member_key(out_dirs[i], pop_dir)),
                            pop_step, pop_dir) for i in active]
