@@ -847,6 +847,14 @@ def read_population_pointer(pop_dir: str | Path) -> dict | None:
     return doc
 
 
+def _same_run(recorded: Mapping, cfg) -> bool:
+    """Whether a recorded configuration (a checkpoint's or a pointer's) is run ``cfg``'s, ``steps`` aside (more
+    steps extend a run)."""
+    from lcpo.online.run import config_changes
+
+    return not [c for c in config_changes(recorded, cfg.to_dict()) if c[0] != "steps"]
+
+
 def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int, pop_dir: Path):
     """``(step, state, source, note)`` seed ``cfg`` starts from: its folder's committed checkpoint, or the
     generation the population pointer names for it (``member``, at ``pop_step``), whichever is later; or
@@ -860,14 +868,13 @@ def _start_state(cfg, out: Path, plan, member: dict | None, pop_step: int, pop_d
             its ``checkpoint/``): starting it again would silently discard those steps, so no run folder is
             changed and the message says how to go on.
     """
-    from lcpo.online.run import config_changes
     from lcpo.persistence.checkpoint import CheckpointError, RunCheckpoints
 
     store = RunCheckpoints(out / "checkpoint")
     best = (0, None, None, "")
     if plan.action in ("resume", "extend"):
         step, state = store.load()
-        if step != plan.step or [c for c in config_changes(state.get("config", {}), cfg.to_dict()) if c[0] != "steps"]:
+        if step != plan.step or not _same_run(state.get("config", {}), cfg):
             raise CheckpointError(f"checkpoint in {store.folder} does not match its pointer {store.pointer}")
         best = (step, state, "folder", "")
     verdict = pointer_verdict(cfg, out, best[0], member, pop_step)
@@ -897,9 +904,7 @@ def refuse_unresumed(cfg, out: Path, member: dict | None, pop_step: int, pop_dir
     Raises:
         ValueError: naming the folder, the pointer and its step.
     """
-    from lcpo.online.run import config_changes
-
-    if (member is not None and not [c for c in config_changes(member["config"], cfg.to_dict()) if c[0] != "steps"]
+    if (member is not None and _same_run(member["config"], cfg)
             and (Path(out) / "checkpoint" / member["generation"]).is_dir()):  # whatever the steps asked for
         raise ValueError(f"{out} already holds a run (the population checkpoint {Path(pop_dir) / POINTER} names "
                          f"its generation at step {pop_step:,}); pass --resume to continue or extend it, or choose "
@@ -919,11 +924,11 @@ def pointer_verdict(cfg, out: Path, own_step: int, member: dict | None, pop_step
         ``"deleted"``: gone, and the folder holds no run (start afresh, with a note); ``"lost"``: gone while the
         folder holds a run's files but no checkpoint (refused: lost files).
     """
-    from lcpo.online.run import _RUN_OUTPUTS, config_changes
+    from lcpo.online.run import _RUN_OUTPUTS
 
     if member is None or not pop_step > own_step:
         return "own"
-    if [c for c in config_changes(member["config"], cfg.to_dict()) if c[0] != "steps"]:
+    if not _same_run(member["config"], cfg):
         return "own"  # another configuration's pointer: not this run's history
     if pop_step > cfg.steps:
         return "too_few_steps"
@@ -953,7 +958,6 @@ def pointer_for_folder(cfg, out: str | Path, say: Callable[[str], None] | None =
         ``(member, step, pop_dir)``: the pointer's entry for ``out``, its step and its folder, for
         :func:`pointer_verdict`; ``(None, 0, None)`` where none names the folder.
     """
-    from lcpo.online.run import config_changes
     from lcpo.persistence.checkpoint import CheckpointError
 
     out = Path(out)
@@ -973,7 +977,7 @@ def pointer_for_folder(cfg, out: str | Path, say: Callable[[str], None] | None =
         key = _member_key(out, pop_dir)
         for m in pointer["members"]:
             if (m["folder"] == key and pointer["step"] > best[1]
-                    and not [c for c in config_changes(m["config"], cfg.to_dict()) if c[0] != "steps"]):
+                    and _same_run(m["config"], cfg)):
                 best = (m, int(pointer["step"]), pop_dir)
     return best
 
