@@ -89,7 +89,9 @@ def test_ctrl_c_is_one_line_and_exit_status_130(capsys, tmp_path, monkeypatch):
     rc, err = _run(capsys, tmp_path, "--agent", "a2c", "--trace", "wind-3", "--trace-length", "1000",
                    "--steps", "400")
     assert rc == 130
-    assert err.startswith("lcpo: interrupted") and "--resume" in err and len(err.strip().splitlines()) == 1
+    assert err.startswith("lcpo: interrupted") and len(err.strip().splitlines()) == 1
+    assert f"`lcpo resume {tmp_path / 'runs'}`" in err  # the command's own folder, not a placeholder
+    assert "lcpo sweep" not in err  # a sweep's way back does not apply to `lcpo run`
 
 
 def test_bug_in_the_users_environment_keeps_its_traceback(capsys, tmp_path, monkeypatch):
@@ -118,3 +120,21 @@ def test_seed_errors_across_words_quote_the_words_as_typed(capsys, tmp_path, see
     rc, err = _run(capsys, tmp_path, "--agent", "a2c", "--steps", "50", "--seed", *seeds)
     assert rc == 2 and named in err and len(err.strip().splitlines()) == 1 and len(err) < 200, err
     assert not (tmp_path / "runs").exists()
+
+
+def test_an_agent_given_twice_is_named_before_anything_runs(capsys, tmp_path):
+    rc, err = _run(capsys, tmp_path, "--agent", "a2c", "lcpo", "a2c", "--steps", "400")
+    assert rc == 2 and err.strip() == ("lcpo: error: --agent 'a2c' is given twice (a2c lcpo a2c): each agent runs "
+                                       "once per seed")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_population_line_only_for_a_population_that_ran(capsys, tmp_path):
+    """Resuming seeds that had all finished printed "population of 4 seeds, N environment steps/s in all", the
+    figure of a population that ran before (and of another size): nothing ran."""
+    argv = ("--agent", "a2c", "--trace", "wind-3", "--trace-length", "1000", "--steps", "400", "--seed", "0-1")
+    rc, err = _run(capsys, tmp_path, *argv)
+    assert rc == 0 and "a2c: population of 2 seeds" in err, err
+    rc, err = _run(capsys, tmp_path, *argv, "--resume")
+    assert rc == 0 and "finished (400 steps); nothing to run" in err, err
+    assert "population of" not in err, err

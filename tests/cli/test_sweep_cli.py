@@ -120,6 +120,27 @@ def test_the_resume_line_of_a_stopped_sweep_repeats_how_its_populations_ran(flag
     assert len(line.splitlines()) == 1
 
 
+def test_a_stopped_sweep_says_which_runs_have_a_checkpoint(tmp_path):
+    """Ctrl-C 4 s into a sweep printed "4 running run(s) checkpointed where they stood" while none had reached its
+    first step: no checkpoint existed, and the next sweep started them afresh."""
+    import signal
+
+    from lcpo.cli.sweep import _stopped_line
+    from lcpo.experiments.runner import RunOutcome, SweepInterrupted
+
+    args = build_parser().parse_args(["c.toml", "--out", str(tmp_path)])
+    (tmp_path / "runs" / "r0" / "checkpoint" / "step-00000850").mkdir(parents=True)  # a generation
+    (tmp_path / "runs" / "r1").mkdir(parents=True)  # a folder with no checkpoint yet
+    outcomes = [RunOutcome("r0", "interrupted"), RunOutcome("r1", "interrupted"), RunOutcome("r2", "interrupted")]
+    line = _stopped_line(SweepInterrupted(signal.SIGINT, False, outcomes), args, tmp_path)
+    assert ("3 running run(s) checkpointed where they stood (1 with a checkpoint, 2 stopped before their first: "
+            "they start afresh)") in line, line
+    line = _stopped_line(SweepInterrupted(signal.SIGINT, False, outcomes[1:]), args, tmp_path)
+    assert "2 running run(s) stopped before their first checkpoint: they start afresh" in line, line
+    line = _stopped_line(SweepInterrupted(signal.SIGINT, False, outcomes[:1]), args, tmp_path)
+    assert "1 running run(s) checkpointed where they stood, 0 not started" in line, line
+
+
 def _stopped_sweep(tmp_path, population=2):
     """A 3-seed A2C sweep whose first ``population`` seeds were stopped at step 850 as one population task (a
     checkpoint at 850); the third has no folder."""

@@ -102,3 +102,12 @@ def test_checks_name_the_path_and_the_folder_at_fault(tmp_path):
     made = check_output_dir(tmp_path / "new" / "deeper", create=True)
     assert made.is_dir() and sorted(p.name for p in tmp_path.iterdir()) == ["new", "notes.txt"]  # probe removed
     assert check_output_file(tmp_path / "more" / "t.npy", create_parent=True) == tmp_path / "more" / "t.npy"
+
+
+@pytest.mark.skipif(not (Path("/proc/self").is_dir() and os.access("/proc", os.W_OK | os.X_OK)),
+                    reason="needs procfs that the permission check lets through (root)")
+def test_a_folder_whose_file_system_refuses_new_files_is_named_as_such():
+    """/proc exists, yet creating a file in it fails with ENOENT: the message said "No such file or directory"."""
+    with pytest.raises(OutputError) as e:
+        check_output_dir(Path("/proc/lcpo-out"), "--out")
+    assert str(e.value) == "--out /proc/lcpo-out: cannot write in /proc: its file system does not accept new files"

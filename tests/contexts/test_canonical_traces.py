@@ -190,11 +190,11 @@ def test_resolve_trace_fits_concrete_traces_to_length():
 
 
 def test_resolve_trace_errors(tmp_path):
-    with pytest.raises(TraceError, match="unknown trace name 'wind1'; did you mean 'wind-1'") as err:
+    with pytest.raises(TraceError, match=r"unknown trace name 'wind1' \(did you mean 'wind-1'") as err:
         resolve_trace("wind1")
     for name in TRACE_NAMES:
         assert name in str(err.value)
-    with pytest.raises(TraceError, match="unknown trace name 'gale'(?!; did)"):
+    with pytest.raises(TraceError, match=r"unknown trace name 'gale'; known names"):
         resolve_trace("gale")
     with pytest.raises(TraceError, match="not found") as err:
         resolve_trace(str(tmp_path / "nothing.npy"))

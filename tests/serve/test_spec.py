@@ -54,3 +54,17 @@ def test_bad_spec_file_names_the_file(tmp_path):
         load_spec(tmp_path / "twice.json")
     with pytest.raises(SpecError, match="does not exist"):
         load_spec(tmp_path / "missing.json")
+
+
+def test_an_agent_that_needs_a_context_names_the_spec_field_it_lacks(tmp_path):
+    from lcpo.serve.learner import build_agent
+
+    doc = {"observation": {"size": 4}, "action": {"discrete": 3}}
+    (tmp_path / "s.json").write_text(json.dumps(doc))
+    env = spec_env(load_spec(tmp_path / "s.json"))
+    with pytest.raises(ValueError) as e:
+        build_agent(env, "lcpo", 0, {})
+    msg = str(e.value)
+    assert "agent 'lcpo' needs the served system's context" in msg and '"context": {"indices"' in msg
+    assert "object at 0x" not in msg and "__init__" not in msg and "\n" not in msg
+    assert build_agent(env, "a2c", 0, {}) is not None  # A2C reads no context: the same spec serves it

@@ -68,8 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        print("lcpo: interrupted; each run keeps its last checkpoint: `lcpo resume OUT` (or the same `lcpo run` "
-              "command with --resume, or the same `lcpo sweep`) continues from there", file=sys.stderr)
+        hint = _resume_hint(args)
+        print("lcpo: interrupted" + (f"; {hint}" if hint else ""), file=sys.stderr)
         return 130
     except (ValueError, FileNotFoundError, TypeError, RunFolderBusy) as exc:
         if _raised_in_user_code(exc):
@@ -83,6 +83,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"lcpo: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+
+
+def _resume_hint(args) -> str:
+    """The interrupted command's way back (one clause naming its own folder and command): ``lcpo run`` and
+    ``lcpo resume`` keep each run's last periodic checkpoint, a sweep checkpoints its running runs where they stood;
+    ``""`` for the other commands."""
+    command = getattr(args, "command", None)
+    out = getattr(args, "out", None)
+    if command == "sweep":
+        return "the same `lcpo sweep` command continues: finished runs are skipped, the others resume"
+    if command in ("run", "resume"):
+        where = getattr(args, "folder", None) or out or "runs"
+        return (f"each run keeps its last checkpoint (up to --checkpoint-every steps back): `lcpo resume {where}` "
+                f"continues from there")
+    return ""
 
 
 def _raised_in_user_code(exc: BaseException) -> bool:

@@ -128,6 +128,9 @@ def cmd_run(args) -> int:
     check_output_dir(args.out)  # before any work: a one-line error naming the path (created by each run)
     overrides = parse_assignments(args.overrides, "--set")
     env_kwargs = parse_assignments(args.env_kwargs, "--env-arg")
+    twice = sorted({a for a in args.agent if args.agent.count(a) > 1})
+    if twice:  # both runs would write OUT/<agent>-s<seed>
+        raise ValueError(f"--agent {twice[0]!r} is given twice ({' '.join(args.agent)}): each agent runs once per seed")
     if len(args.agent) > 1:
         _check_known(args.agent, overrides)
     if args.warmup >= args.steps:
@@ -214,6 +217,8 @@ def _execute_all(planned: list, resume: bool, progress: bool, batch: bool = True
                   f"{_scored(summary, cfg.warmup_steps)}, {summary['steps_per_s']:.0f} steps/s -> {out}",
                   file=sys.stderr)
         pops = [s["population"] for s in summaries if s.get("population")]
+        if all(plan.action == "done" for _, _, plan in group):
+            pops = []  # nothing ran: the recorded populations' figures are in each run's summary.json
         if pops and len(group) > 1:
             p = pops[-1]
             print(f"{group[0][0].agent}: population of {p['size']} seeds, {p['steps_per_s']:.0f} environment "

@@ -182,9 +182,18 @@ def _stopped_line(stopped, args: argparse.Namespace, out) -> str:
     import shlex
     import signal
 
+    from lcpo.experiments.runner import run_dir
+    from lcpo.online.population import _holds_generation
+
     counts = Counter(o.status for o in stopped.outcomes)
+    # a run stopped while it was still starting (imports, its trace, its agent) has no checkpoint to show for it
+    early = sum(o.status == "interrupted" and not _holds_generation(run_dir(out, o.run_id)) for o in stopped.outcomes)
+    held = counts.get("interrupted", 0) - early
     how = ("killed at once (second signal): they resume from their last checkpoints" if stopped.forced
            else "checkpointed where they stood")
+    if early:
+        how = (f"{how} ({held} with a checkpoint, {early} stopped before their first: they start afresh)" if held
+               else "stopped before their first checkpoint: they start afresh")
     again = ["lcpo", "sweep", args.config, "--out", str(out)]
     for flag, value in (("--backend", args.backend if args.backend != "local" else None),
                         ("--address", args.address), ("--workers", args.workers),

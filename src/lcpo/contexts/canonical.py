@@ -364,8 +364,8 @@ def make_trace(name: str, length: int | None = None, seed: gen.SeedLike = 0) -> 
     maker = _MAKERS.get(name)
     if maker is None:
         close = difflib.get_close_matches(name, list(TRACE_NAMES), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise TraceError(f"unknown trace name {name!r}{hint} Known names: {', '.join(TRACE_NAMES)}; "
+        hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+        raise TraceError(f"unknown trace name {name!r}{hint}; known names: {', '.join(TRACE_NAMES)}; "
                          f"or give a path to a {'/'.join(SUFFIXES)} file")
     key = _recent_key(name, length, seed)
     return maker(length=length, seed=seed) if key is None else _recent(*key)

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from lcpo.memory.budget import require_fits
+
 __all__ = ["ReplayBuffer"]
 
 
@@ -57,7 +59,8 @@ class ReplayBuffer:
     ``logp (C,) float64`` when stored.
 
     Raises:
-        ValueError: on a capacity < 1 or a malformed shape.
+        ValueError: on a capacity < 1, a malformed shape, or a buffer larger than this machine's memory
+            (:func:`lcpo.memory.budget.require_fits`).
     """
 
     def __init__(
@@ -80,6 +83,11 @@ class ReplayBuffer:
         self.store_logp = bool(store_logp)
         self._rng = np.random.default_rng(seed)
         C = self.capacity
+        per_sample = (2 * int(np.prod(self.obs_shape)) * self.obs_dtype.itemsize
+                      + int(np.prod(self.action_shape)) * self.action_dtype.itemsize + 8 + 2 + 8
+                      + (8 if self.store_logp else 0))
+        require_fits(C * per_sample, f"a replay buffer of {C:,} transitions",
+                     "buffer_size (every sample of the run by default) or --steps")
         self._data: dict[str, np.ndarray] = {
             "obs": np.zeros((C, *self.obs_shape), dtype=self.obs_dtype),
             "actions": np.zeros((C, *self.action_shape), dtype=self.action_dtype),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lcpo.memory.budget import require_fits
+
 __all__ = ["ReservoirBuffer"]
 
 
@@ -21,7 +23,8 @@ class ReservoirBuffer:
         dtype: storage dtype (float32).
 
     Raises:
-        ValueError: on a non-positive capacity or an observation batch of the wrong shape.
+        ValueError: on a non-positive capacity, a buffer larger than this machine's memory
+            (:func:`lcpo.memory.budget.require_fits`), or an observation batch of the wrong shape.
     """
 
     def __init__(self, capacity: int, obs_dim: int, rng: np.random.Generator, dtype=np.float32):
@@ -29,6 +32,9 @@ class ReservoirBuffer:
             raise ValueError(f"reservoir capacity must be >= 1, got {capacity}")
         self.capacity = int(capacity)
         self.obs_dim = int(obs_dim)
+        require_fits(self.capacity * self.obs_dim * np.dtype(dtype).itemsize,
+                     f"a reservoir of {self.capacity:,} states x {self.obs_dim}",
+                     "reservoir_size (1% of the run's steps by default) or --steps")
         self.rng = rng
         self.data = np.zeros((self.capacity, self.obs_dim), dtype=dtype)
         self.seen = 0

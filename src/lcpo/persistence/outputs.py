@@ -42,7 +42,12 @@ def _writable_folder(folder: Path, what: str, path: Path) -> None:
     try:  # the file system has the last word (root on a read-only mount, /proc): a probe file, removed at once
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".lcpo-write-check-")
     except OSError as exc:
-        raise OutputError(f"{what} {path}: cannot write in {folder}: {exc.strerror or exc}") from None
+        import errno
+
+        # the folder is there, so ENOENT is the file system refusing new files (procfs, sysfs), not a missing path
+        why = ("its file system does not accept new files" if exc.errno == errno.ENOENT
+               else exc.strerror or str(exc))
+        raise OutputError(f"{what} {path}: cannot write in {folder}: {why}") from None
     os.close(fd)
     os.unlink(probe)
 

@@ -78,15 +78,24 @@ def build_agent(env, name: str, seed: int, overrides: dict):
     """Construct a served agent.
 
     Raises:
-        ValueError: an unknown agent name or one that cannot be served (not in :data:`SUPPORTED`'s family), or
-            a bad hyperparameter (named).
+        ValueError: an unknown agent name or one that cannot be served (not in :data:`SUPPORTED`'s family), a
+            bad hyperparameter (named), or an agent that needs a context the ``--spec`` document does not declare.
     """
     from lcpo.agents import AGENTS
 
     if name not in AGENTS:
         raise ValueError(f"unknown agent {name!r}; servable: {', '.join(SUPPORTED)}")
     _supported_check(AGENTS[name], name)
-    return AGENTS[name](env, seed=seed, **overrides)
+    from lcpo.envs.context import MissingContextError
+
+    try:
+        return AGENTS[name](env, seed=seed, **overrides)
+    except MissingContextError:
+        if not getattr(getattr(env, "unwrapped", env), "from_spec_document", False):
+            raise
+        raise ValueError(f"agent {name!r} needs the served system's context (its OOD detector reads it), and the "
+                         "--spec document declares none: add \"context\": {\"indices\": [...], \"names\": [...]} "
+                         "(docs/serving.md, \"the spec file\")") from None
 
 
 class ActingNoise:

@@ -142,6 +142,7 @@ def spec_env(doc: dict):
 
     class _Spec(gym.Env):
         metadata = {"render_modes": [], "continuing": continuing}
+        from_spec_document = True  # for messages: its context comes from the document's "context" field
 
         def __init__(self):
             self.observation_space = gym.spaces.Box(low, high, dtype=np.float32)
