@@ -163,9 +163,8 @@ def cmd_run(args) -> int:
             out = args.out / f"{agent}-s{seed}"
             plan = resume_plan(cfg, out, resume=args.resume)  # a refused resume stops everything before any run
             planned.append((agent, seed, cfg, out, plan))
-    _execute_all([(cfg, out, plan) for _, _, cfg, out, plan in planned], args.resume, not args.no_progress,
-                 batch=not args.no_batch, device=args.device, vector=vector)
-    return 0
+    return _execute_all([(cfg, out, plan) for _, _, cfg, out, plan in planned], args.resume, not args.no_progress,
+                        batch=not args.no_batch, device=args.device, vector=vector)
 
 
 def population_groups(planned: list, batch: bool = True) -> list[list]:
@@ -180,28 +179,91 @@ def population_groups(planned: list, batch: bool = True) -> list[list]:
     return list(groups.values())
 
 
+class _StopOnSignal:
+    """SIGINT and SIGTERM, while ``lcpo run`` / ``lcpo resume`` trains: the first asks the running runs to
+    checkpoint where they stand (``should_stop``, seen within :data:`lcpo.online.run.STOP_POLL_STEPS` steps) and
+    end; a second stops at once (``KeyboardInterrupt``: each run keeps its last periodic checkpoint). The previous
+    handlers come back on exit. Outside the main thread (a library caller's worker) it installs nothing."""
+
+    def __init__(self, say):
+        self.say, self.signum, self.previous = say, None, {}
+
+    def __call__(self) -> bool:
+        return self.signum is not None
+
+    def _handle(self, signum, frame):
+        import signal
+
+        if self.signum is not None:
+            raise KeyboardInterrupt
+        self.signum = signum
+        self.say(f"lcpo: {signal.Signals(signum).name}: checkpointing the running runs where they stand (a second "
+                 "signal stops at once)")
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        for s, h in self.previous.items():
+            signal.signal(s, h)
+        return False
+
+
 def _execute_all(planned: list, resume: bool, progress: bool, batch: bool = True, device: str = "cpu",
-                 vector: bool = False) -> None:
+                 vector: bool = False) -> int:
     """Execute the ``(RunConfig, out, ResumePlan)`` entries (runs that differ only in seed as one population,
     :func:`lcpo.online.population.execute_population`, unless ``batch`` is False; always for a user's vector
-    env, ``vector``), then print the side-by-side summary (stdout)."""
+    env, ``vector``), then print the side-by-side summary (stdout).
+
+    Returns:
+        0, or ``128 + signal number`` when SIGINT or SIGTERM stopped the runs (:class:`_StopOnSignal`): the
+        running runs checkpointed where they stood (runs with ``checkpoint_every = 0`` keep nothing), the runs
+        not started yet did not start, and one line says how to resume.
+    """
+    say = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
+    with _StopOnSignal(say) as stop:
+        results = _execute_groups(planned, resume, progress, batch, device, vector, say, stop)
+    if stop.signum is not None:
+        import signal
+
+        outs = sorted({str(out.parent) for _, out, _ in planned})
+        kept = ("the runs keep their checkpoints" if all(cfg.checkpoint_every for cfg, _, _ in planned)
+                else "the runs keep their checkpoints (none where --checkpoint-every is 0)")
+        say(f"lcpo: stopped by {signal.Signals(stop.signum).name}; {kept}: `lcpo resume {' '.join(outs)}` continues "
+            "them")
+        return 128 + int(stop.signum)
+    print(_results_table(results))
+    return 0
+
+
+def _execute_groups(planned, resume, progress, batch, device, vector, say, stop) -> list:
+    """The groups of :func:`_execute_all` one after the other, until ``stop()`` says a signal came; the
+    ``(RunConfig, summary, out)`` of every finished run."""
     from lcpo.online.run import execute
 
-    say = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
     results = []
     for group in population_groups(planned, batch):
+        if stop():
+            break
         for cfg, _, plan in group:
             if plan.action == "fresh":
                 _announce_offline_training(cfg)
         if len(group) == 1 and device == "cpu" and not vector:
             cfg, out, _ = group[0]
-            summaries = [execute(cfg, out, resume=resume, progress=progress, on_message=say)]
+            summaries = [execute(cfg, out, resume=resume, progress=progress, on_message=say, should_stop=stop)]
         else:
             from lcpo.online.population import execute_population
 
             try:
                 summaries = execute_population([g[0] for g in group], [g[1] for g in group], resume=resume,
-                                               progress=progress, on_message=say, device=device)
+                                               progress=progress, on_message=say, device=device, should_stop=stop)
             except ValueError as exc:
                 # seeds extended or resumed on their own before stand at different steps: as `lcpo sweep`
                 # does (lcpo.experiments.runner.run_group), continue them one by one (the runs are the same)
@@ -209,9 +271,12 @@ def _execute_all(planned: list, resume: bool, progress: bool, batch: bool = True
                     raise
                 say(f"{group[0][0].agent}: the checkpoints of these seeds are at different steps; continuing them "
                     f"one by one, not as one population (the runs are the same)")
-                summaries = [execute(cfg, out, resume=resume, progress=progress, on_message=say)
+                summaries = [execute(cfg, out, resume=resume, progress=progress, on_message=say, should_stop=stop)
                              for cfg, out, _ in group]
         for (cfg, out, _), summary in zip(group, summaries):
+            if "interrupted_at" in summary:
+                say(f"{cfg.agent} seed {cfg.seed}: stopped at step {summary['interrupted_at']:,} -> {out}")
+                continue
             results.append((cfg, summary, out))
             print(f"{cfg.agent} seed {cfg.seed}: lifelong return {_fmt(summary['lifelong_return'])} over "
                   f"{_scored(summary, cfg.warmup_steps)}, {summary['steps_per_s']:.0f} steps/s -> {out}",
@@ -224,7 +289,7 @@ def _execute_all(planned: list, resume: bool, progress: bool, batch: bool = True
             print(f"{group[0][0].agent}: population of {p['size']} seeds, {p['steps_per_s']:.0f} environment "
                   f"steps/s in all ({'batch-native' if p['batch_native'] else 'generic path'}, {p['device']})",
                   file=sys.stderr)
-    print(_results_table(results))
+    return results
 
 
 def _results_table(results: list) -> str:
@@ -323,8 +388,7 @@ def cmd_resume(args) -> int:
                 raise ValueError(f"--steps {args.steps} must exceed the warm-up of {run} ({cfg.warmup_steps:,})")
             cfg = dataclasses.replace(cfg, steps=args.steps)
         planned.append((cfg, run, resume_plan(cfg, run, resume=True)))
-    _execute_all(planned, True, not args.no_progress, batch=not args.no_batch, device=args.device)
-    return 0
+    return _execute_all(planned, True, not args.no_progress, batch=not args.no_batch, device=args.device)
 
 
 def _check_trace_length(args) -> None:
