@@ -319,6 +319,24 @@ def test_forgetting_comparisons_are_welch_tests_with_holm_over_the_table():
         forgetting_comparisons(per, measures=["lost"])
 
 
+def test_forgetting_comparisons_leave_out_prescient_agents_and_undefined_measures():
+    """The study's report stopped on 'y (cell ... lcpo vs prescient-a2c bwt) must be finite': a prescient agent acts
+    frozen online (a reference, not a baseline) and its BWT is undefined (NaN); an undefined measure of a baseline
+    is not tested either, while its defined measures are."""
+    import pandas as pd
+
+    from lcpo.experiments.forgetting import forgetting_comparisons
+
+    nan = float("nan")
+    per = pd.DataFrame({"cell": ["c"] * 9, "scheme": ["lcpo"] * 3 + ["prescient-a2c"] * 3 + ["a2c"] * 3,
+                        "seed": [0, 1, 2] * 3, "final_F": [1.0, 2, 3, 0, 0, 0, 4, 6, 8],
+                        "mean_F": [1.0, 2, 3, 0, 0, 0, 4, 6, 8], "bwt": [0.0, 1, 2, nan, nan, nan, nan, nan, nan],
+                        "final_R": [0.0] * 9})
+    cmp = forgetting_comparisons(per)
+    assert list(zip(cmp["baseline"], cmp["measure"])) == [("a2c", "final_F"), ("a2c", "mean_F")]
+    assert cmp["p_holm"].notna().all()
+
+
 def test_forgetting_comparison_verdicts_follow_the_measures_direction():
     """A significantly lower final F is 'forgets less'; a significantly lower BWT is 'forgets more'."""
     import pandas as pd

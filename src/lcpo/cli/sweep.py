@@ -186,8 +186,12 @@ def _stopped_line(stopped, args: argparse.Namespace, out) -> str:
     from lcpo.online.population import _holds_generation
 
     counts = Counter(o.status for o in stopped.outcomes)
-    # a run stopped while it was still starting (imports, its trace, its agent) has no checkpoint to show for it
-    early = sum(o.status == "interrupted" and not _holds_generation(run_dir(out, o.run_id)) for o in stopped.outcomes)
+    # a run stopped while it was still starting (imports, its trace, its agent) has no checkpoint to show for it;
+    # known for lcpo's own executor, whose checkpoints are step- generations (another executor keeps its own)
+    early = 0
+    if args.executor == "lcpo.online.run" and not stopped.forced:
+        early = sum(o.status == "interrupted" and not _holds_generation(run_dir(out, o.run_id))
+                    for o in stopped.outcomes)
     held = counts.get("interrupted", 0) - early
     how = ("killed at once (second signal): they resume from their last checkpoints" if stopped.forced
            else "checkpointed where they stood")

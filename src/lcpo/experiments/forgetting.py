@@ -639,6 +639,9 @@ def forgetting_comparisons(per_run: pd.DataFrame, reference: str = "lcpo",
         reference: the scheme compared with every other (``"lcpo"``).
         measures: columns to test (``final_F``, ``mean_F``: lower is less forgetting; ``bwt``: higher is less).
 
+    Prescient schemes (``prescient*``: frozen online, references) are not compared, nor a measure undefined (NaN)
+    for every run of one side.
+
     Returns:
         DataFrame with one row per (cell, baseline, measure) where both sides have at least 2 runs: ``cell``,
         ``baseline``, ``measure``, ``n_ref``, ``n_base``, ``mean_ref``, ``mean_base``, ``diff`` (reference minus
@@ -663,10 +666,12 @@ def forgetting_comparisons(per_run: pd.DataFrame, reference: str = "lcpo",
         if len(ref) < 2:
             continue
         for base, b in g[g["scheme"] != reference].groupby("scheme", sort=True):
-            if len(b) < 2:
-                continue
+            if len(b) < 2 or str(base).startswith("prescient"):
+                continue  # a prescient agent acts frozen online: a reference, not a baseline of these tests
             for m in measures:
                 x, y = ref[m].to_numpy(np.float64), b[m].to_numpy(np.float64)
+                if not (np.isfinite(x).any() and np.isfinite(y).any()):
+                    continue  # undefined for one side (BWT of a run with a single snapshot): nothing to test
                 try:
                     p = welch_test(x, y, cell=f"{cell} {reference} vs {base} {m}").p
                 except ValueError as exc:
