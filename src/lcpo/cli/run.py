@@ -179,43 +179,6 @@ def population_groups(planned: list, batch: bool = True) -> list[list]:
     return list(groups.values())
 
 
-class _StopOnSignal:
-    """SIGINT and SIGTERM, while ``lcpo run`` / ``lcpo resume`` trains: the first asks the running runs to
-    checkpoint where they stand (``should_stop``, seen within :data:`lcpo.online.run.STOP_POLL_STEPS` steps) and
-    end; a second stops at once (``KeyboardInterrupt``: each run keeps its last periodic checkpoint). The previous
-    handlers come back on exit. Outside the main thread (a library caller's worker) it installs nothing."""
-
-    def __init__(self, say):
-        self.say, self.signum, self.previous = say, None, {}
-
-    def __call__(self) -> bool:
-        return self.signum is not None
-
-    def _handle(self, signum, frame):
-        import signal
-
-        if self.signum is not None:
-            raise KeyboardInterrupt
-        self.signum = signum
-        self.say(f"lcpo: {signal.Signals(signum).name}: checkpointing the running runs where they stand (a second "
-                 "signal stops at once)")
-
-    def __enter__(self):
-        import signal
-        import threading
-
-        if threading.current_thread() is threading.main_thread():
-            self.previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
-        return self
-
-    def __exit__(self, *exc):
-        import signal
-
-        for s, h in self.previous.items():
-            signal.signal(s, h)
-        return False
-
-
 def _execute_all(planned: list, resume: bool, progress: bool, batch: bool = True, device: str = "cpu",
                  vector: bool = False) -> int:
     """Execute the ``(RunConfig, out, ResumePlan)`` entries (runs that differ only in seed as one population,
@@ -223,24 +186,44 @@ def _execute_all(planned: list, resume: bool, progress: bool, batch: bool = True
     env, ``vector``), then print the side-by-side summary (stdout).
 
     Returns:
-        0, or ``128 + signal number`` when SIGINT or SIGTERM stopped the runs (:class:`_StopOnSignal`): the
+        0, or ``128 + signal number`` when SIGINT or SIGTERM stopped the runs (the sweep's handling,
+        :class:`lcpo.experiments.runner._Stop`; a second signal stops at once, keeping periodic checkpoints): the
         running runs checkpointed where they stood (runs with ``checkpoint_every = 0`` keep nothing), the runs
         not started yet did not start, and one line says how to resume.
     """
+    from lcpo.experiments.runner import _Stop
+
     say = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
-    with _StopOnSignal(say) as stop:
+    # the sweep's SIGINT/SIGTERM handling in one process: the first signal is a stop request that the runs see at
+    # their next poll (they checkpoint where they stand), the second stops at once (KeyboardInterrupt)
+    signals = _Stop()
+    signals.on_force.append(_interrupt_now)
+
+    def stop() -> bool:
+        signals.announce(say, who="lcpo")  # from the run loop, never from the handler (stderr may be mid-write)
+        return signals.requested
+
+    signals.install()
+    try:
         results = _execute_groups(planned, resume, progress, batch, device, vector, say, stop)
-    if stop.signum is not None:
+    finally:
+        signals.restore()
+    if signals.signum is not None:
         import signal
 
         outs = sorted({str(out.parent) for _, out, _ in planned})
         kept = ("the runs keep their checkpoints" if all(cfg.checkpoint_every for cfg, _, _ in planned)
                 else "the runs keep their checkpoints (none where --checkpoint-every is 0)")
-        say(f"lcpo: stopped by {signal.Signals(stop.signum).name}; {kept}: `lcpo resume {' '.join(outs)}` continues "
-            "them")
-        return 128 + int(stop.signum)
+        say(f"lcpo: stopped by {signal.Signals(signals.signum).name}; {kept}: `lcpo resume {' '.join(outs)}` "
+            "continues them")
+        return 128 + int(signals.signum)
     print(_results_table(results))
     return 0
+
+
+def _interrupt_now() -> None:
+    """A second SIGINT/SIGTERM (from the handler): stop at once; each run keeps its last periodic checkpoint."""
+    raise KeyboardInterrupt
 
 
 def _execute_groups(planned, resume, progress, batch, device, vector, say, stop) -> list:

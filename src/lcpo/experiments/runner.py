@@ -684,16 +684,16 @@ class _Stop:
             signal.signal(sig, old)
         self._old.clear()
 
-    def announce(self, write: Callable[[str], None]) -> None:
-        """One line on stderr per signal, written from the main loop (not from the handler)."""
+    def announce(self, write: Callable[[str], None], who: str = "lcpo sweep") -> None:
+        """One line on stderr per signal, written from the main loop (not from the handler), headed ``who``."""
         if self.count > self.announced:
             self.announced = self.count
             name = signal.Signals(self.signum).name
             if self.count == 1:
-                write(f"lcpo sweep: {name}: stopping; no new run starts, the running runs write a checkpoint and "
+                write(f"{who}: {name}: stopping; no new run starts, the running runs write a checkpoint and "
                       "stop (a second Ctrl-C or SIGTERM stops at once)")
             elif self.count == 2:
-                write("lcpo sweep: second signal: stopping the workers now")
+                write(f"{who}: second signal: stopping the workers now")
 
 
 def _local_worker(conn, stop_flag, parent_pid: int) -> None:

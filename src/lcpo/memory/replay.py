@@ -83,22 +83,17 @@ class ReplayBuffer:
         self.store_logp = bool(store_logp)
         self._rng = np.random.default_rng(seed)
         C = self.capacity
-        per_sample = (2 * int(np.prod(self.obs_shape)) * self.obs_dtype.itemsize
-                      + int(np.prod(self.action_shape)) * self.action_dtype.itemsize + 8 + 2 + 8
-                      + (8 if self.store_logp else 0))
+        fields = {"obs": (self.obs_shape, self.obs_dtype), "actions": (self.action_shape, self.action_dtype),
+                  "rewards": ((), np.dtype(np.float64)), "next_obs": (self.obs_shape, self.obs_dtype),
+                  "terminated": ((), np.dtype(bool)), "truncated": ((), np.dtype(bool)),
+                  "episode": ((), np.dtype(np.int64))}
+        if self.store_logp:
+            fields["logp"] = ((), np.dtype(np.float64))
+        per_sample = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in fields.values())
         require_fits(C * per_sample, f"a replay buffer of {C:,} transitions",
                      "buffer_size (every sample of the run by default) or --steps")
-        self._data: dict[str, np.ndarray] = {
-            "obs": np.zeros((C, *self.obs_shape), dtype=self.obs_dtype),
-            "actions": np.zeros((C, *self.action_shape), dtype=self.action_dtype),
-            "rewards": np.zeros(C, dtype=np.float64),
-            "next_obs": np.zeros((C, *self.obs_shape), dtype=self.obs_dtype),
-            "terminated": np.zeros(C, dtype=bool),
-            "truncated": np.zeros(C, dtype=bool),
-            "episode": np.zeros(C, dtype=np.int64),
-        }
-        if self.store_logp:
-            self._data["logp"] = np.zeros(C, dtype=np.float64)
+        self._data: dict[str, np.ndarray] = {k: np.zeros((C, *shape), dtype=dtype)
+                                             for k, (shape, dtype) in fields.items()}
         self._total = 0  # samples ever added (= global index of the next sample)
         self._episode = 0  # id of the episode the next sample belongs to
 
