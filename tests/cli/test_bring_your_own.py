@@ -124,7 +124,7 @@ def test_undeclared_environment_is_episodic_with_one_notice(user_folder, capsys)
 def test_errors_name_what_is_missing_and_how_to_add_it(user_folder, capsys, env, argv, fragments):
     write_module(user_folder, "byo_errs", UNDECLARED)
     rc, _, err = run(capsys, "--env", env, "--steps", "100", "--out", "r", *argv)
-    assert rc == 2 and err.count("lcpo: error:") == 1 and "Traceback" not in err
+    assert rc == 2 and err.count("lcpo run: error:") == 1 and "Traceback" not in err
     for fragment in fragments:
         assert fragment in err, fragment
     assert not (user_folder / "r").exists()

@@ -29,7 +29,7 @@ def _run(capsys, tmp_path, *argv):
 def test_bad_set_value_is_a_clear_error_and_nothing_runs(capsys, tmp_path, assignment, fragments):
     rc, err = _run(capsys, tmp_path, "--agent", "trpo", "--set", assignment)
     assert rc == 2
-    assert err.startswith("lcpo: error: ") and "Traceback" not in err
+    assert err.startswith("lcpo run: error: ") and "Traceback" not in err
     for fragment in fragments:
         assert fragment in err
     assert not (tmp_path / "runs").exists()

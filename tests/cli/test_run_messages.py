@@ -47,7 +47,7 @@ def _run(capsys, tmp_path, *argv):
 def test_trace_length_that_would_be_ignored_is_refused(capsys, tmp_path, argv, fragment):
     rc, err = _run(capsys, tmp_path, *argv, "--steps", "50", "--trace-length", "2000")
     assert rc == 2, err
-    assert err.startswith("lcpo: error: --trace-length 2000 ") and fragment in err
+    assert err.startswith("lcpo run: error: --trace-length 2000 ") and fragment in err
     assert not (tmp_path / "runs").exists()
 
 
@@ -89,7 +89,7 @@ def test_ctrl_c_is_one_line_and_exit_status_130(capsys, tmp_path, monkeypatch):
     rc, err = _run(capsys, tmp_path, "--agent", "a2c", "--trace", "wind-3", "--trace-length", "1000",
                    "--steps", "400")
     assert rc == 130
-    assert err.startswith("lcpo: interrupted") and len(err.strip().splitlines()) == 1
+    assert err.startswith("lcpo run: interrupted") and len(err.strip().splitlines()) == 1
     assert f"`lcpo resume {tmp_path / 'runs'}`" in err  # the command's own folder, not a placeholder
     assert "lcpo sweep" not in err  # a sweep's way back does not apply to `lcpo run`
 
@@ -109,7 +109,7 @@ def test_bug_in_the_users_environment_keeps_its_traceback(capsys, tmp_path, monk
 
 def test_lcpo_own_bad_input_errors_stay_one_line(capsys, tmp_path):
     rc, err = _run(capsys, tmp_path, "--agent", "a2c", "--set", "gamma=2", "--steps", "50")
-    assert rc == 2 and err.startswith("lcpo: error: ") and "Traceback" not in err
+    assert rc == 2 and err.startswith("lcpo run: error: ") and "Traceback" not in err
 
 
 @pytest.mark.parametrize("seeds, named", [(["0-999", "5"], "seed 5 is given twice (0-999 5)"),
@@ -124,7 +124,7 @@ def test_seed_errors_across_words_quote_the_words_as_typed(capsys, tmp_path, see
 
 def test_an_agent_given_twice_is_named_before_anything_runs(capsys, tmp_path):
     rc, err = _run(capsys, tmp_path, "--agent", "a2c", "lcpo", "a2c", "--steps", "400")
-    assert rc == 2 and err.strip() == ("lcpo: error: --agent 'a2c' is given twice (a2c lcpo a2c): each agent runs "
+    assert rc == 2 and err.strip() == ("lcpo run: error: --agent 'a2c' is given twice (a2c lcpo a2c): each agent runs "
                                        "once per seed")
     assert not (tmp_path / "runs").exists()
 

@@ -34,7 +34,7 @@ def test_second_sweep_on_one_folder_is_a_one_line_error(capsys, tmp_path):
         rc = main(["sweep", str(config), "--out", str(out), "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err
-    assert err.startswith("lcpo: error: another sweep is running in ") and str(out) in err
+    assert err.startswith("lcpo sweep: error: another sweep is running in ") and str(out) in err
     assert not (out / "runs").exists()  # nothing ran
 
 

@@ -50,7 +50,7 @@ def test_lcpo_run_refuses_a_vector_env_in_one_line(vec_module, capsys):
                "--out", "out"])
     err = capsys.readouterr().err
     # refused up front (a vector env is a population: one seed per sub-environment), before any run starts
-    assert rc == 2 and err.startswith("lcpo: error: environment 'byo_vec:ByoVec' is a ") and "vector env" in err
+    assert rc == 2 and err.startswith("lcpo run: error: environment 'byo_vec:ByoVec' is a ") and "vector env" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 

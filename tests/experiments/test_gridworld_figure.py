@@ -111,3 +111,30 @@ def test_acceptance_ordering_of_issue_4():
     acc = acceptance(df)
     checks = acc.checks()
     assert all(checks.values()), (checks, acc)
+
+
+@pytest.mark.parametrize("check, expected_rc", [(False, 0), (True, 1)])
+def test_cli_figure_says_which_criteria_do_not_hold_and_check_makes_it_an_exit_status(tmp_path, capsys, monkeypatch,
+                                                                                      check, expected_rc):
+    import lcpo.experiments.gridworld as gridworld
+
+    bad = _synthetic()
+    bad.loc[(bad.agent == "tabular-a2c") & (bad.epoch == 50), "tv_no_trap"] = 0.5  # tabular A2C changes
+    monkeypatch.setattr(gridworld, "run_experiment", lambda **kwargs: bad)
+    rc = main(["figure", "gridworld", "--out", str(tmp_path), "--scale", "0.01", "--seeds", "2", "--no-progress",
+               *(["--check"] if check else [])])
+    out = capsys.readouterr().out
+    assert rc == expected_rc
+    assert "does not hold tabular_does_not_change" in out and "holds         a2c_forgets" in out
+    assert "1 of 5 acceptance criteria do not hold at --scale 0.01" in out
+    assert ("--check makes this exit" in out) is (not check)
+    assert json.loads((tmp_path / "acceptance.json").read_text())["checks"]["tabular_does_not_change"] is False
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary file
+
+
+def test_cli_figure_exits_zero_with_check_when_every_criterion_holds(tmp_path, capsys, monkeypatch):
+    import lcpo.experiments.gridworld as gridworld
+
+    monkeypatch.setattr(gridworld, "run_experiment", lambda **kwargs: _synthetic())
+    assert main(["figure", "gridworld", "--out", str(tmp_path), "--check", "--no-progress"]) == 0
+    assert "do not hold" not in capsys.readouterr().out

@@ -298,7 +298,7 @@ def test_damaged_checkpoint_is_a_one_line_error_naming_the_file(tmp_path, capsys
         target.write_bytes(target.read_bytes()[:25])
     before = _files(out)
     rc, err = _cli(tmp_path, capsys, "--resume")
-    assert rc == 2 and err.startswith("lcpo: error: ") and err.count("\n") == 1, err
+    assert rc == 2 and err.startswith("lcpo run: error: ") and err.count("\n") == 1, err
     assert str(target) in err and "Traceback" not in err
     assert _files(out) == before
     if damage.startswith("crafted"):
@@ -309,7 +309,7 @@ def test_out_naming_an_existing_file_is_a_one_line_error(tmp_path, capsys):
     f = tmp_path / "afile"
     f.write_text("x")
     rc, err = _cli(tmp_path, capsys, out=f)
-    assert rc == 2 and err == f"lcpo: error: --out {f} is an existing file, not a folder\n"
+    assert rc == 2 and err == f"lcpo run: error: --out {f} is an existing file, not a folder\n"
     with pytest.raises(ValueError, match=f"run folder {f / 'r'}: {f} is an existing file"):
         execute(_cfg(), f / "r")
 

@@ -49,9 +49,9 @@ def test_resolve_device_accepts_the_cpu_and_names_every_unusable_value(monkeypat
 
 
 @pytest.mark.parametrize("value,message", [
-    ("meta", "lcpo: error: --device 'meta': the meta device holds no data"),
-    ("cuda", "lcpo: error: --device 'cuda': no CUDA GPU here"),
-    ("tpu", "lcpo: error: --device 'tpu': not a torch device")])
+    ("meta", "lcpo run: error: --device 'meta': the meta device holds no data"),
+    ("cuda", "lcpo run: error: --device 'cuda': no CUDA GPU here"),
+    ("tpu", "lcpo run: error: --device 'tpu': not a torch device")])
 def test_lcpo_run_refuses_an_unusable_device_in_one_line_before_any_work(tmp_path, monkeypatch, capsys, value,
                                                                          message):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a fake machine without a GPU

@@ -539,7 +539,7 @@ def test_device_reaches_the_batch_native_population_and_is_refused_elsewhere(tmp
     if not torch.cuda.is_available():
         assert main(["run", "--agent", "a2c", "--seed", "0-1", "--device", "cuda", "--steps", "10",
                      "--out", str(tmp_path)]) == 2
-        assert capsys.readouterr().err.startswith("lcpo: error: --device 'cuda': no CUDA GPU here")
+        assert capsys.readouterr().err.startswith("lcpo run: error: --device 'cuda': no CUDA GPU here")
 
 
 @pytest.mark.slow

@@ -81,7 +81,7 @@ def test_a_port_in_use_is_refused_in_one_line_before_anything_starts(tmp_path, c
                    str(tmp_path / "state"), "--port", str(port)])
     err = capsys.readouterr().err
     assert rc == 2, err
-    assert err.strip().splitlines() == [f"lcpo: error: cannot listen on 127.0.0.1 port {port}: address already in use"]
+    assert err.strip().splitlines() == [f"lcpo serve: error: cannot listen on 127.0.0.1 port {port}: address already in use"]
     assert not (tmp_path / "state").exists()  # no state folder, no learner process
 
 

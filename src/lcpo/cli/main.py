@@ -6,7 +6,31 @@ import argparse
 import sys
 from typing import Sequence
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "version_line"]
+
+
+def version_line() -> str:
+    """``lcpo --version``'s line: the package version and the code it runs, as recorded in every run's
+    ``summary.json`` (:func:`lcpo.persistence.provenance.code_provenance`): ``lcpo 0.1.0 (commit 0123456+dirty)``,
+    or ``(commit unknown: no git work tree)`` for an installed copy."""
+    import lcpo
+    from lcpo.persistence.provenance import code_label, code_provenance
+
+    code = code_provenance()
+    label = code_label(code)
+    why = "" if code.get("commit") else f": {code.get('source')}"
+    return f"lcpo {lcpo.__version__} (commit {label}{why})"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: print :func:`version_line` (one git call, made only when asked) and exit 0."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit(0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  "on 2 busy cores).",
         epilog="Help and list commands import no learning code and answer at once; "
                "`lcpo COMMAND --help` for each command.")
+    parser.add_argument("--version", action=_VersionAction,
+                        help="print the version and the git commit of the code, then exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parser.commands = sub.choices  # name -> the command's parser
     run.add_parser(sub)
@@ -59,6 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from lcpo.persistence.runlock import RunFolderBusy
 
+    # the prefix argparse gives a command's own errors (``lcpo sweep: error: ...``), so every error of a command
+    # reads the same whichever layer reports it
+    prefix = f"lcpo {args.command}" if getattr(args, "command", None) else "lcpo"
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:
@@ -69,19 +98,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         hint = _resume_hint(args)
-        print("lcpo: interrupted" + (f"; {hint}" if hint else ""), file=sys.stderr)
+        print(f"{prefix}: interrupted" + (f"; {hint}" if hint else ""), file=sys.stderr)
         return 130
     except (ValueError, FileNotFoundError, TypeError, RunFolderBusy) as exc:
         if _raised_in_user_code(exc):
             raise  # a bug in the user's own environment: the traceback shows their file and line
-        print(f"lcpo: error: {exc}", file=sys.stderr)
+        print(f"{prefix}: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         # a file that could not be read or written after the up-front checks (lcpo.persistence.outputs): a
         # disk that filled, a folder removed meanwhile; one line naming the file
         if _raised_in_user_code(exc) or exc.filename is None:
             raise
-        print(f"lcpo: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"{prefix}: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
         return 2
 
 

@@ -32,6 +32,7 @@ mass on action ``a``, the total-variation distance is ``1 - pi(a)``).
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -42,6 +43,8 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 import torch
+
+from lcpo.persistence.atomic import atomic_write_bytes
 
 __all__ = ["PAPER_PHASES", "AGENT_OVERRIDES", "EPOCH_STEPS", "GRID_AGENTS", "phases", "schedule",
            "decision_probs", "run_one", "run_experiment", "Acceptance", "acceptance", "plot_gridworld",
@@ -276,7 +279,7 @@ def plot_gridworld(df: pd.DataFrame, path: str | Path, smooth: int | None = None
     the run), bands the seed min-max; trap-mode epochs are shaded.
 
     Returns:
-        The written path.
+        The written path (written atomically).
     """
     import matplotlib
 
@@ -310,7 +313,9 @@ def plot_gridworld(df: pd.DataFrame, path: str | Path, smooth: int | None = None
             ax.set_ylim(-0.02, 1.02)
     axes[0].legend(loc="lower left", fontsize=8)
     fig.suptitle(f"Trap grid world ({df['seed'].nunique()} seeds; dotted -3 / dashed -5: optimal returns)")
-    fig.savefig(path, dpi=110)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    atomic_write_bytes(path, buffer.getvalue())  # a reader never sees half a PNG
     plt.close(fig)
     return path
 

@@ -91,7 +91,7 @@ class ReplayBuffer:
             fields["logp"] = ((), np.dtype(np.float64))
         per_sample = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in fields.values())
         require_fits(C * per_sample, f"a replay buffer of {C:,} transitions",
-                     "buffer_size (every sample of the run by default) or --steps")
+                     "buffer_size (every sample of the run by default) or --steps", owner=self)
         self._data: dict[str, np.ndarray] = {k: np.zeros((C, *shape), dtype=dtype)
                                              for k, (shape, dtype) in fields.items()}
         self._total = 0  # samples ever added (= global index of the next sample)

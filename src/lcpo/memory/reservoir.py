@@ -24,7 +24,8 @@ class ReservoirBuffer:
 
     Raises:
         ValueError: on a non-positive capacity, a buffer larger than this machine's memory
-            (:func:`lcpo.memory.budget.require_fits`), or an observation batch of the wrong shape.
+            or than what is left beside the buffers this process already holds (a population's other seeds;
+            :func:`lcpo.memory.budget.require_fits`), or an observation batch of the wrong shape.
     """
 
     def __init__(self, capacity: int, obs_dim: int, rng: np.random.Generator, dtype=np.float32):
@@ -34,7 +35,7 @@ class ReservoirBuffer:
         self.obs_dim = int(obs_dim)
         require_fits(self.capacity * self.obs_dim * np.dtype(dtype).itemsize,
                      f"a reservoir of {self.capacity:,} states x {self.obs_dim}",
-                     "reservoir_size (1% of the run's steps by default) or --steps")
+                     "reservoir_size (1% of the run's steps by default) or --steps", owner=self)
         self.rng = rng
         self.data = np.zeros((self.capacity, self.obs_dim), dtype=dtype)
         self.seen = 0
