@@ -690,3 +690,22 @@ def test_a_fresh_start_refuses_folders_a_population_pointer_names(tmp_path):
         execute_population([cfgs[1]], [outs[1]], resume=False, population_dir=tmp_path / "elsewhere")
     assert listing() == before
     assert [r["resumed_from"] for r in execute_population(cfgs, outs)] == [[200], [200]]
+
+
+def test_an_unreadable_pointer_beside_many_seed_folders_is_named_once(tmp_path, capsys):
+    """`lcpo resume` of a folder of seeds, one at a time, said "skipping an unreadable population checkpoint"
+    once per seed: the same fact, repeated. Now one line."""
+    out = tmp_path / "runs"
+    common = ["--trace", "wind-3", "--trace-length", "1000", "--checkpoint-every", "200", "--no-progress"]
+    assert main(["run", "--agent", "a2c", "--seed", "0-2", "--steps", "400", "--no-batch", "--out", str(out),
+                 *common]) == 0
+    bad = out / ".population-a2c-00000000"
+    bad.mkdir()
+    (bad / "population.json").write_text('{"format": 1, "step": ')
+    capsys.readouterr()
+    assert main(["resume", str(out), "--steps", "600", "--no-batch", "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "skipping an unreadable population checkpoint" in line]
+    assert len(lines) == 1 and str(bad) in lines[0] and lines[0].startswith(f"{out}: "), err
+    for s in range(3):
+        assert json.loads((out / f"a2c-s{s}" / "summary.json").read_text())["steps"] == 600

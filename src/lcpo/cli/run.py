@@ -193,7 +193,15 @@ def _execute_all(planned: list, resume: bool, progress: bool, batch: bool = True
     """
     from lcpo.experiments.runner import _Stop
 
-    say = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
+    said: set[str] = set()
+
+    def say(msg: str) -> None:
+        """Print a message line once (stderr): the seeds of one folder share their notes (an unreadable
+        population checkpoint beside them is named once, not once per seed)."""
+        if msg not in said:
+            said.add(msg)
+            print(msg, file=sys.stderr)
+
     # the sweep's SIGINT/SIGTERM handling in one process: the first signal is a stop request that the runs see at
     # their next poll (they checkpoint where they stand), the second stops at once (KeyboardInterrupt)
     signals = _Stop()

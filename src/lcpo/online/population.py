@@ -952,7 +952,8 @@ def pointer_for_folder(cfg, out: str | Path, say: Callable[[str], None] | None =
     Args:
         cfg: the run's :class:`lcpo.online.run.RunConfig`.
         out: the run folder.
-        say: receives one line per unreadable pointer it skips (another population's, named; default: ignored).
+        say: receives one line per unreadable pointer it skips (another population's, named with the folder that
+            holds the seed folders, so the seeds beside it give the same line; default: ignored).
 
     Returns:
         ``(member, step, pop_dir)``: the pointer's entry for ``out``, its step and its folder, for
@@ -970,7 +971,7 @@ def pointer_for_folder(cfg, out: str | Path, say: Callable[[str], None] | None =
             pointer = read_population_pointer(pop_dir)
         except CheckpointError as exc:
             if say is not None:
-                say(f"{out}: skipping an unreadable population checkpoint beside it ({exc})")
+                say(f"{out.parent}: skipping an unreadable population checkpoint ({exc})")
             continue
         if pointer is None:
             continue
