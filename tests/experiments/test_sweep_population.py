@@ -114,3 +114,40 @@ def test_a_dask_sweep_says_once_where_each_run_resumed(tmp_path, capfd):
     for o in outs:
         assert err.count(f"{o}: resuming from the checkpoint at step 850") == 1, err
         assert f"lcpo sweep: {o}: resuming from the checkpoint at step 850\n" in err
+
+
+def test_progress_counts_the_runs_of_a_running_population_not_its_task(tmp_path, monkeypatch):
+    """The bar said "running=1" while a population of 3 seeds trained (it counted worker slots): now 3, and 0
+    once they are done; a task of one run after it counts 1."""
+    import lcpo.experiments.runner as runner
+
+    seen = []
+
+    class Recording(runner._Progress):
+        def _post(self):
+            seen.append(self.counts())
+            super()._post()
+
+    monkeypatch.setattr(runner, "_Progress", Recording)
+    specs = [_spec(s, steps=400) for s in range(3)] + [_spec(0, agent="lcpo", steps=400)]
+    run_sweep(specs, tmp_path, workers=1, progress=False, write_store=False, population=3)
+    assert seen[0] == (0, 1, 0)  # before any task starts: estimated from the worker slots
+    assert (0, 3, 0) in seen  # the population's 3 seeds running
+    assert seen.index((0, 3, 0)) < seen.index((3, 0, 0)) < seen.index((3, 1, 0))  # then LCPO's one run
+    assert seen[-1] == (4, 0, 0)
+
+
+def test_progress_counts_start_and_finish_by_hand():
+    from lcpo.experiments.runner import _Progress
+
+    bar = _Progress(total=7, skipped=2, workers=2, enabled=False)
+    assert bar.counts() == (2, 2, 0)  # estimated: two slots, five runs to go
+    bar.started(4)
+    assert bar.counts() == (2, 4, 0)
+    bar.update(True)
+    bar.update(False)
+    assert bar.counts() == (3, 2, 1)
+    bar.started(1)
+    for ok in (True, True, True):
+        bar.update(ok)
+    assert bar.counts() == (6, 0, 1)

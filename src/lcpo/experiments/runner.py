@@ -609,7 +609,11 @@ def _changed_warning(changed: list[tuple[str, list]], runs_dir: Path) -> str:
 
 
 class _Progress:
-    """tqdm bar over all specs with done/running/failed counts; tqdm's rate gives the ETA."""
+    """tqdm bar over all specs (unit: run) with done/running/failed counts; tqdm's rate gives the ETA.
+
+    ``running`` counts runs, not tasks: a population task of 5 seeds is 5 running runs. Where the executor says
+    when a task starts (:meth:`started`, the local workers) the count is exact; else (Dask) it is estimated as
+    one run per worker slot."""
 
     def __init__(self, total: int, skipped: int, workers: int, enabled: bool):
         from tqdm.auto import tqdm
@@ -618,16 +622,29 @@ class _Progress:
         self.done = skipped
         self.failed = 0
         self.pending = total - skipped
+        self.running: int | None = None  # None: not reported by the executor, estimated
         self.bar = tqdm(total=total, initial=skipped, unit="run", desc="sweep", disable=not enabled,
                         dynamic_ncols=True, smoothing=0.1)
         self._post()
 
+    def counts(self) -> tuple[int, int, int]:
+        """``(done, running, failed)`` runs, as the bar shows them."""
+        running = self.running if self.running is not None else min(self.workers, self.pending)
+        return self.done, running, self.failed
+
     def _post(self) -> None:
-        running = min(self.workers, self.pending)
-        self.bar.set_postfix_str(f"done={self.done} running={running} failed={self.failed}", refresh=True)
+        done, running, failed = self.counts()
+        self.bar.set_postfix_str(f"done={done} running={running} failed={failed}", refresh=True)
+
+    def started(self, runs: int) -> None:
+        """A task of ``runs`` runs (int; a population's seeds) started on a worker."""
+        self.running = (self.running or 0) + runs
+        self._post()
 
     def update(self, ok: bool) -> None:
         self.pending -= 1
+        if self.running:
+            self.running -= 1
         if ok:
             self.done += 1
         else:
@@ -766,10 +783,12 @@ class _Worker:
 
 def _run_local(todo: Sequence[list[RunSpec]], runs_dir: Path, executor: str, workers: int,
                on_result: Callable[[RunSpec, Any, BaseException | None], None], stop: _Stop,
-               write: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr), device: str = "cpu") -> None:
+               write: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr), device: str = "cpu",
+               on_start: Callable[[list[RunSpec]], None] = lambda group: None) -> None:
     """Run ``todo`` (groups of runs, :func:`group_seeds`) on ``workers`` spawned worker processes
-    (:func:`_local_worker`), one group each at a time, in order; a worker that dies fails its runs and is replaced. Stops as :class:`_Stop` says; returns once every
-    worker has exited and been reaped."""
+    (:func:`_local_worker`), one group each at a time, in order; a worker that dies fails its runs and is
+    replaced. ``on_start(group)`` is called when a group is handed to a worker. Stops as :class:`_Stop` says;
+    returns once every worker has exited and been reaped."""
     from multiprocessing.connection import wait
 
     ctx = multiprocessing.get_context("spawn")
@@ -825,6 +844,7 @@ def _run_local(todo: Sequence[list[RunSpec]], runs_dir: Path, executor: str, wor
                             w.conn.send(([dict(sp.config) for sp in group],
                                          [str(run_dir(runs_dir, sp.run_id)) for sp in group], executor, device))
                             w.spec = group
+                            on_start(group)
                         except OSError:
                             pending.appendleft(group)  # the worker died meanwhile: replaced below
             busy = [w for w in pool if w.spec is not None]
@@ -1100,6 +1120,8 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
             if exc is None and summary is not None and ("interrupted_at" in summary or "not_started" in summary):
                 status = "pending" if "not_started" in summary else "interrupted"
                 outcomes[spec.run_id] = RunOutcome(spec.run_id, status)
+                if bar.running:
+                    bar.running -= 1
                 return
             if exc is None:
                 wall = float((summary or {}).get("wall_time_s") or 0.0)
@@ -1127,7 +1149,8 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
                 # populations need lcpo's own executor (execute_population); another executor runs seeds alone
                 tasks = group_seeds(todo, population if executor == DEFAULT_EXECUTOR else 1)
                 if backend == "local":
-                    _run_local(tasks, runs_dir, executor, n_workers, on_result, stop, write, device)
+                    _run_local(tasks, runs_dir, executor, n_workers, on_result, stop, write, device,
+                               on_start=lambda group: bar.started(len(group)))
                 else:
                     def on_slots(n: int) -> None:
                         bar.workers = max(1, n)
