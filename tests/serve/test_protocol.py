@@ -520,3 +520,60 @@ def test_a_stream_started_afresh_cuts_its_waiting_run_so_gae_does_not_chain_acro
     assert [t.truncated for t in restored.learner.runs["s"]] == [False, False, True, False]
     assert restored.learner.state_dict()["runs"] == state["runs"]
     restored.close()
+
+
+def test_the_python_client_refuses_non_finite_values_per_step_and_sends_the_rest(tmp_path):
+    """JSON cannot carry NaN or an infinity: the client refuses such a value as the server refuses a bad one
+    (422, naming the field), sends nothing for that step, and a batch answers it in its place while the other
+    steps go through in order."""
+    import math
+
+    from lcpo.serve.client import ServeClient, ServeError
+
+    server, client = _serve(tmp_path, learn="inline")
+    with client:
+        c = ServeClient("http://testserver")
+        c._http = client
+        with pytest.raises(ServeError) as bad:
+            c.step("a", [0, math.nan, 0])
+        assert (bad.value.status, bad.value.field, bad.value.local) == (422, "obs[1]", True)
+        assert "obs[1] must be finite, got nan" in str(bad.value) and server.state.records == 0
+        c.step("a", [0, 0, 0])
+        for kwargs, field in (({"reward": math.inf}, "reward"), ({"reward": "x"}, "reward"),
+                              ({"reward": 1.0, "truncated": True, "final_obs": [0, -math.inf, 0]}, "final_obs[1]"),
+                              ({"reward": 1.0, "obs": ["a", 0, 0]}, "obs")):
+            with pytest.raises(ServeError) as bad:
+                c.step("a", **{"obs": [0, 0, 1], **kwargs})
+            assert bad.value.field == field and bad.value.local, kwargs
+        assert server.state.records == 1
+        out = c.batch([{"stream": "b", "obs": [0, 0, 0]},
+                       {"stream": "b", "obs": [0, 0, 1], "reward": math.nan},  # refused by the client
+                       {"stream": "b", "obs": [0, 0, 9], "reward": 1.0},       # refused by the server
+                       {"stream": "b", "obs": [0, 0, 1], "reward": 1.0, "gamma": 0.5},  # not an argument
+                       {"stream": "b", "obs": [0, 0, 1], "reward": 1.0}])
+        assert [r.get("decision") for r in out] == ["d1", None, None, None, "d2"]
+        assert (out[1]["status"], out[1]["field"], out[1]["local"]) == (422, "steps[1].reward", True)
+        assert out[2]["field"] == "steps[2].obs[2]" and "local" not in out[2]
+        assert out[3]["field"] == "steps[3].gamma" and "unknown field 'gamma'" in out[3]["error"]
+        assert server.state.records == 3
+        with pytest.raises(ServeError) as bad:
+            c.observe("d2", math.nan, [0, 0, 0])
+        assert bad.value.field == "reward" and bad.value.local
+
+
+def test_the_python_client_sends_an_episode_end_without_reward_for_the_server_to_refuse(tmp_path):
+    """Before, step(reward=None, terminated=True, final_obs=...) silently dropped the end of episode."""
+    from lcpo.serve.client import ServeClient, ServeError
+
+    server, client = _serve(tmp_path, learn="inline")
+    with client:
+        c = ServeClient("http://testserver")
+        c._http = client
+        for kwargs, field in (({"terminated": True}, "terminated"), ({"truncated": True}, "truncated"),
+                              ({"final_obs": [0, 0, 0]}, "final_obs"), ({"info": {"gamma": 0.5}}, "info")):
+            with pytest.raises(ServeError) as bad:
+                c.step("a", [0, 0, 0], **kwargs)
+            assert bad.value.status == 422 and bad.value.field == field and not bad.value.local, kwargs
+            assert "belongs to the previous action's reward" in str(bad.value)
+        assert server.state.records == 0
+        assert c.step("a", [0, 0, 0], terminated=False, info={})["decision"] == "d0"

@@ -15,29 +15,91 @@ __all__ = ["ServeClient", "ServeError"]
 
 
 class ServeError(RuntimeError):
-    """A refused request: ``status`` (HTTP), ``field`` (the bad field, or None) and the server's message."""
+    """A refused request: ``status`` (HTTP), ``field`` (the bad field, or None) and ``message`` (the server's).
 
-    def __init__(self, status: int, message: str, field: str | None):
-        super().__init__(f"HTTP {status}: {message}")
-        self.status, self.field = status, field
+    ``local`` is True when the client refused it before sending: a value JSON cannot carry (NaN, an infinity) or
+    that is not a number, with the status and wording the server gives the same mistake (422, ``obs[2] must be
+    finite, got nan``)."""
+
+    def __init__(self, status: int, message: str, field: str | None, local: bool = False):
+        super().__init__(f"HTTP {status}: {message}" + (" (refused by the client, not sent)" if local else ""))
+        self.status, self.field, self.local, self.message = status, field, local, message
 
 
-def _floats(x) -> list:
+def _floats(x, field: str) -> list:
+    """``x`` as a flat list of finite floats for JSON.
+
+    Raises:
+        ServeError: (local, 422) naming ``field`` and the first entry that is not a finite number.
+    """
     import numpy as np
 
-    return np.asarray(x, dtype=np.float64).reshape(-1).tolist()
+    try:
+        arr = np.asarray(x, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise ServeError(422, f"{field} must be a list of numbers, got {_show(x)} ({exc})", field, local=True) from None
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ServeError(422, f"{field}[{i}] must be finite, got {float(arr[i])!r}", f"{field}[{i}]", local=True)
+    return arr.tolist()
+
+
+def _number(v, field: str) -> float:
+    """``v`` as a finite float. Raises: ServeError (local, 422) naming ``field`` otherwise."""
+    import math
+
+    try:
+        f = float(v)
+    except (TypeError, ValueError, OverflowError):
+        raise ServeError(422, f"{field} must be a number, got {_show(v)}", field, local=True) from None
+    if not math.isfinite(f):
+        raise ServeError(422, f"{field} must be finite, got {f!r}", field, local=True)
+    return f
+
+
+def _show(x) -> str:
+    r = repr(x)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+_STEP_FIELDS = ("stream", "obs", "reward", "terminated", "truncated", "final_obs", "info")
 
 
 def _step_body(stream: str, obs: Sequence[float], reward: float | None = None, terminated: bool = False,
                truncated: bool = False, final_obs: Sequence[float] | None = None, info: dict | None = None) -> dict:
-    body: dict[str, Any] = {"stream": stream, "obs": _floats(obs)}
+    """The JSON body of one step. Every argument given is sent, so the server refuses what does not belong (an
+    end of episode or ``final_obs`` without a reward) instead of the client dropping it.
+
+    Raises:
+        ServeError: (local, 422) for a value that is not a finite number.
+    """
+    body: dict[str, Any] = {"stream": stream, "obs": _floats(obs, "obs")}
     if reward is not None:
-        body.update(reward=float(reward), terminated=bool(terminated), truncated=bool(truncated))
-        if final_obs is not None:
-            body["final_obs"] = _floats(final_obs)
-        if info:
-            body["info"] = info
+        body["reward"] = _number(reward, "reward")
+    if reward is not None or terminated:
+        body["terminated"] = bool(terminated)
+    if reward is not None or truncated:
+        body["truncated"] = bool(truncated)
+    if final_obs is not None:
+        body["final_obs"] = _floats(final_obs, "final_obs")
+    if info:
+        body["info"] = info
     return body
+
+
+def _batch_item(item) -> dict:
+    """One ``/v1/batch`` entry's body. Raises: ServeError (local, 422) for a malformed entry."""
+    if not isinstance(item, dict):
+        raise ServeError(422, f"a batch entry must be a dict of step()'s arguments, got {_show(item)}", None, local=True)
+    unknown = sorted(set(item) - set(_STEP_FIELDS))
+    if unknown:
+        raise ServeError(422, f"unknown field {unknown[0]!r}; allowed: {', '.join(_STEP_FIELDS)}", unknown[0],
+                         local=True)
+    for k in ("stream", "obs"):
+        if k not in item:
+            raise ServeError(422, f"missing field {k!r}", k, local=True)
+    return _step_body(**item)
 
 
 class ServeClient:
@@ -84,6 +146,11 @@ class ServeClient:
 
         Returns:
             ``{"action": int | list[int], "decision": str, "policy_version": int}``.
+
+        Raises:
+            ServeError: the server's refusal (an end of episode, ``final_obs`` or ``info`` with ``reward=None``
+                included: they belong to a previous action's reward), or the client's (``local``) for a value that
+                is not a finite number, which JSON cannot carry; nothing is sent then.
         """
         return self._post("/v1/step", _step_body(stream, obs, reward, terminated, truncated, final_obs, info))
 
@@ -96,18 +163,46 @@ class ServeClient:
 
         Returns:
             Per step, in order: its answer (as :meth:`step`'s) or, for a refused step (which changed nothing and
-            did not affect the others), ``{"error", "field", "status"}``.
+            did not affect the others), ``{"error", "field", "status"}``. A step the client refuses (a value that
+            is not a finite number, an unknown or missing argument) is answered the same way, with
+            ``"local": True``, and is not sent; the others are, in order (a refused step changes nothing, so
+            leaving it out is the same as the server refusing it).
+
+        Raises:
+            ServeError: for a refused request as a whole (an empty or oversized batch, a bad token).
         """
-        return self._post("/v1/batch", {"steps": [_step_body(**s) for s in steps]})["results"]
+        results: list[dict | None] = []
+        bodies = []
+        for i, item in enumerate(steps):
+            try:
+                bodies.append(_batch_item(item))
+                results.append(None)
+            except ServeError as exc:  # named as the server names a refused entry: steps[i].field
+                field = f"steps[{i}]" + (f".{exc.field}" if exc.field else "")
+                results.append({"error": exc.message, "field": field, "status": exc.status, "local": True})
+        if not results:
+            return self._post("/v1/batch", {"steps": []})["results"]  # the server's own answer to an empty batch
+        answers = iter(self._post("/v1/batch", {"steps": bodies})["results"] if bodies else ())
+        out, sent = [], 0
+        for i, r in enumerate(results):
+            if r is None:
+                r = next(answers)
+                field = r.get("field") if "error" in r else None
+                if field and i != sent:  # the server counts the steps it was sent: name the caller's index
+                    r = {**r, "field": field.replace(f"steps[{sent}]", f"steps[{i}]", 1)}
+                sent += 1
+            out.append(r)
+        return out
 
     def act(self, stream: str, obs: Sequence[float]) -> dict:
         """``POST /v1/act``: a decision whose outcome comes later; returns as :meth:`step`."""
-        return self._post("/v1/act", {"stream": stream, "obs": _floats(obs)})
+        return self._post("/v1/act", {"stream": stream, "obs": _floats(obs, "obs")})
 
     def observe(self, decision: str, reward: float, next_obs: Sequence[float], terminated: bool = False,
                 truncated: bool = False, info: dict | None = None) -> dict:
         """``POST /v1/observe``: the outcome of ``decision`` (a stream's decisions in the order they were made)."""
-        body: dict[str, Any] = {"decision": decision, "reward": float(reward), "next_obs": _floats(next_obs),
+        body: dict[str, Any] = {"decision": decision, "reward": _number(reward, "reward"),
+                                "next_obs": _floats(next_obs, "next_obs"),
                                 "terminated": bool(terminated), "truncated": bool(truncated)}
         if info:
             body["info"] = info
