@@ -330,3 +330,65 @@ def test_dry_run_models_a_task_that_falls_back_to_one_by_one_and_a_pointer_of_th
     (pop / "population.json").write_text(json.dumps(pointer))
     starts, failing, lines = resume_preview(specs, out, 2)
     assert failing == 2 and any("truncated or corrupt (step '1000')" in ln for ln in lines), lines
+
+
+def _fake_lcpo_run_folder(path):
+    path.mkdir(parents=True)
+    (path / "config.json").write_text("{}")
+    (path / "summary.json").write_text("{}")
+
+
+def test_sweep_into_a_folder_of_lcpo_run_runs_is_refused_before_anything_is_written(capsys, tmp_path):
+    """A sweep there would write runs/ beside `lcpo run`'s AGENT-sSEED folders, and the report would read only
+    the sweep's: refused in one line, dry run included, the folder unchanged."""
+    from lcpo.cli.main import main
+
+    config = tmp_path / "tiny.toml"
+    config.write_text('name = "tiny"\nsteps = 200\nseeds = 1\nenvs = ["lcpo/WindyPendulum-v0"]\n'
+                      'traces = ["wind-3"]\ntrace_length = 400\nagents = ["a2c"]\ncheckpoint_every = 0\n')
+    out = tmp_path / "cartpole"
+    _fake_lcpo_run_folder(out / "lcpo-s0")
+    for extra in ([], ["--dry-run"]):
+        rc = main(["sweep", str(config), "--out", str(out), "--no-progress", *extra])
+        err = capsys.readouterr().err
+        assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert err.startswith(f"lcpo sweep: error: {out} holds `lcpo run` output folders (lcpo-s0)")
+        assert "another folder" in err
+        assert sorted(p.name for p in out.iterdir()) == ["lcpo-s0"]  # no sweep.json, no runs/
+
+
+def test_run_sweep_refuses_the_same_folder(tmp_path):
+    from lcpo.experiments.config import expand, load_config
+    from lcpo.experiments.runner import run_sweep
+
+    config = tmp_path / "tiny.toml"
+    config.write_text('name = "tiny"\nsteps = 200\nseeds = 1\nenvs = ["lcpo/WindyPendulum-v0"]\n'
+                      'traces = ["wind-3"]\ntrace_length = 400\nagents = ["a2c"]\ncheckpoint_every = 0\n')
+    out = tmp_path / "mine"
+    _fake_lcpo_run_folder(out / "a2c-s3")
+    with pytest.raises(ValueError, match=r"holds `lcpo run` output folders \(a2c-s3\)"):
+        run_sweep(expand(load_config(config)), out, progress=False)
+    assert not (out / "sweep.json").exists() and not (out / "runs").exists()
+
+
+def test_a_sweep_folder_and_an_empty_folder_pass(tmp_path):
+    from lcpo.experiments.store import check_folder_for
+
+    check_folder_for(tmp_path / "missing", "sweep")
+    check_folder_for(tmp_path, "sweep")
+    (tmp_path / "sweep.json").write_text("{}")
+    _fake_lcpo_run_folder(tmp_path / "lcpo-s0")  # a manifest is there: the sweep's own folder, resumed
+    check_folder_for(tmp_path, "sweep")
+    with pytest.raises(ValueError, match="writer must be"):
+        check_folder_for(tmp_path, "report")
+
+
+def test_lcpo_run_into_a_sweep_folder_is_refused(capsys, tmp_path):
+    from lcpo.cli.main import main
+
+    (tmp_path / "sweep.json").write_text("{}")
+    rc = main(["run", "--agent", "a2c", "--steps", "200", "--out", str(tmp_path), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert f"{tmp_path} is a sweep folder (it holds sweep.json)" in err and "another --out" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.json"]

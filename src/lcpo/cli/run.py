@@ -126,6 +126,9 @@ def cmd_run(args) -> int:
     from lcpo.persistence.outputs import check_output_dir
 
     check_output_dir(args.out)  # before any work: a one-line error naming the path (created by each run)
+    from lcpo.experiments.store import check_folder_for
+
+    check_folder_for(args.out, "run")  # not into a sweep folder, whose report would leave these runs out
     overrides = parse_assignments(args.overrides, "--set")
     env_kwargs = parse_assignments(args.env_kwargs, "--env-arg")
     twice = sorted({a for a in args.agent if args.agent.count(a) > 1})

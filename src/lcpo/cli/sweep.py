@@ -87,9 +87,12 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out or cfg.out or Path("runs") / cfg.name)
     from lcpo.persistence.outputs import OutputError, check_output_dir
 
+    from lcpo.experiments.store import check_folder_for
+
     try:
         check_output_dir(out)  # before any run: one line naming the path, nothing written
-    except OutputError as exc:
+        check_folder_for(out, "sweep")  # not into a folder of `lcpo run` runs, which the report would leave out
+    except (OutputError, ValueError) as exc:
         print(f"lcpo sweep: error: {exc}", file=sys.stderr)
         return 2
     if args.only is not None:

@@ -1056,7 +1056,8 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
 
     Raises:
         ValueError: for an unknown backend, a non-positive ``workers``, ``address`` without the dask backend,
-            duplicate run ids, or an ``only`` pattern that matches no run id.
+            duplicate run ids, an ``only`` pattern that matches no run id, or a ``runs_dir`` that holds
+            ``lcpo run`` output folders and no manifest (:func:`lcpo.experiments.store.check_folder_for`).
         lcpo.persistence.runlock.RunFolderBusy: (a RuntimeError) if another sweep holds the folder's lock.
         SweepInterrupted: (a KeyboardInterrupt) the sweep was stopped by SIGINT or SIGTERM (see the module
             docstring); every worker has exited, the store is written (unless a second signal came), and its
@@ -1085,8 +1086,10 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
     if len(set(ids)) != len(ids):
         raise ValueError("duplicate run ids in specs")
     order = specs if only is None else select_runs(specs, only)
+    from lcpo.experiments.store import check_folder_for
     from lcpo.persistence.outputs import check_output_dir
 
+    check_folder_for(runs_dir, "sweep")
     runs_dir = check_output_dir(runs_dir, "sweep folder", create=True)
     lock = _lock(runs_dir)
     try:

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["SUMMARY_FIELDS", "collect", "load_store", "runs_root", "scheme_label", "write_store"]
+__all__ = ["SUMMARY_FIELDS", "check_folder_for", "collect", "load_store", "runs_root", "scheme_label", "write_store"]
 
 #: summary.json fields copied into the per-run table (``steps`` is renamed ``steps_done``).
 SUMMARY_FIELDS = ("lifelong_return", "episodes", "steps", "wall_time_s", "wall_share_s", "steps_per_s",
@@ -101,6 +101,41 @@ def runs_root(runs_dir: str | Path) -> Path:
         return runs_dir
     raise FileNotFoundError(f"{runs_dir}: not a sweep folder (no sweep.json and no runs/ folder) and no "
                             "`lcpo run` output folders (AGENT-sSEED/ with config.json and summary.json) in it")
+
+
+def check_folder_for(folder: str | Path, writer: str) -> None:
+    """Refuse to write one kind of run folder into a folder that holds the other kind.
+
+    A sweep folder (``sweep.json``, runs under ``runs/``) and an ``lcpo run --out`` folder (``AGENT-sSEED/``
+    folders directly in it) are read differently by :func:`runs_root`: in a folder holding both, ``lcpo report``
+    reads the sweep's runs and silently leaves the others out. So a sweep is refused a folder that holds
+    ``lcpo run`` output folders and no manifest, and ``lcpo run`` a folder that holds a sweep manifest.
+
+    Args:
+        folder: the output folder (``--out``); a missing or empty folder passes.
+        writer: ``"sweep"`` or ``"run"``, the command about to write there.
+
+    Raises:
+        ValueError: one line naming the folder, what it holds and the way out (another ``--out``); also for an
+            unknown ``writer``.
+    """
+    folder = Path(folder)
+    if writer not in ("sweep", "run"):
+        raise ValueError(f"writer must be 'sweep' or 'run', got {writer!r}")
+    if not folder.is_dir():
+        return
+    if writer == "sweep":
+        if (folder / "sweep.json").is_file():
+            return
+        found = sorted(p.name for p in folder.iterdir() if p.name != "runs" and _is_run_folder(p))
+        if found:
+            named = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+            raise ValueError(f"{folder} holds `lcpo run` output folders ({named}), not a sweep: the sweep's runs "
+                             f"would go to {folder / 'runs'} beside them and `lcpo report {folder}` would read only "
+                             "the sweep's; give the sweep another folder (--out, or the config's `out`)")
+    elif (folder / "sweep.json").is_file():
+        raise ValueError(f"{folder} is a sweep folder (it holds sweep.json): `lcpo run` folders there would be left "
+                         f"out by `lcpo report {folder}`; give the run another --out")
 
 
 def _manifest_specs(runs_dir: Path) -> list[tuple[str, dict | None]]:
