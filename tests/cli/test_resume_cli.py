@@ -47,7 +47,10 @@ def test_resume_refuses_fewer_steps_and_names_bad_folders(tmp_path, capsys):
     assert main(["run", "--steps", "600", "--out", str(out), *COMMON]) == 0
     capsys.readouterr()
     assert main(["resume", str(out), "--steps", "300", "--no-progress"]) == 2
-    assert "300" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "a run cannot be shortened (--steps 300)" in err
+    assert "--out" not in err.replace("lcpo run --out DIR", "")  # lcpo resume has no --out to suggest
+    assert "start a new run with lcpo run --out DIR" in err
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["resume", str(empty)]) == 2

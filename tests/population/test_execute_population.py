@@ -419,6 +419,10 @@ def test_parse_seeds():
             parse_seeds([bad])
     with pytest.raises(ValueError, match="seed 2 is given twice"):
         parse_seeds(["0-3", "2"])
+    assert parse_seeds(["0,", "1"]) == [0, 1]  # `--seed 0, 1`: a trailing comma
+    for bad in ("0,,1", ",1", ","):  # a stray comma was skipped: --seed 0,,1 ran seeds 0 and 1
+        with pytest.raises(ValueError, match=f"bad seed '{bad}': an empty entry in the comma list"):
+            parse_seeds([bad])
 
 
 def test_seeds_out_of_range_or_too_many_are_one_line_errors_naming_the_value(tmp_path, capsys):

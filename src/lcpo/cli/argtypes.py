@@ -94,16 +94,20 @@ def parse_seeds(items) -> list[int]:
         ([0, 1, 2, 3, 8], [0, 1, 2], [4, 2])
 
     Raises:
-        ValueError: a word that is neither (quoted), a range that runs backwards, a negative seed or one above
+        ValueError: a word that is neither (quoted), an empty entry in a comma list (``0,,1``, ``,1``; a trailing
+            comma is allowed), a range that runs backwards, a negative seed or one above
             :data:`MAX_SEED`, a seed given twice, or more than :data:`MAX_SEEDS` seeds in all.
     """
     out: list[int] = []
     seen: set[int] = set()
     for item in items:
-        for word in str(item).split(","):
+        words = str(item).split(",")
+        for i, word in enumerate(words):
             word = word.strip()
             if not word:
-                continue
+                if 0 < i == len(words) - 1:  # a trailing comma, as in `--seed 0, 1`
+                    continue
+                raise ValueError(f"bad seed {str(item)!r}: an empty entry in the comma list (expected e.g. 0,4 or 0-3)")
             lo, sep, hi = word.partition("-")
             try:
                 a, b = (int(lo), int(hi)) if sep else (int(word), int(word))

@@ -381,7 +381,13 @@ def cmd_resume(args) -> int:
             if cfg.warmup_steps >= args.steps:
                 raise ValueError(f"--steps {args.steps} must exceed the warm-up of {run} ({cfg.warmup_steps:,})")
             cfg = dataclasses.replace(cfg, steps=args.steps)
-        planned.append((cfg, run, resume_plan(cfg, run, resume=True)))
+        try:
+            plan = resume_plan(cfg, run, resume=True)
+        except ValueError as exc:  # resume_plan speaks to `lcpo run`, which has --out; lcpo resume has none
+            raise ValueError(str(exc).replace("use another --out", "lcpo resume continues a folder in place: train "
+                                              "longer (a larger --steps), or start a new run with lcpo run --out DIR")
+                             ) from None
+        planned.append((cfg, run, plan))
     return _execute_all(planned, True, not args.no_progress, batch=not args.no_batch, device=args.device)
 
 
