@@ -78,7 +78,7 @@ def test_report_reads_a_folder_of_lcpo_run_outputs(tmp_path):
     assert sorted(runs["seed"]) == [0, 0, 1, 1]
     assert len(episodes) == 4 * 5  # 1,000 steps of 200-step episodes per run
     md = report(out, tmp_path / "report").read_text()
-    assert md.startswith("# Sweep report: runs")
+    assert md.startswith("# Report: runs (lcpo run folders)")  # not a sweep: no manifest
     table = pd.read_csv(tmp_path / "report" / "lifelong_return.csv")
     assert sorted(table["scheme"]) == ["a2c", "lcpo"] and list(table["n"]) == [2, 2]
     by_run = runs.set_index("run_id")["lifelong_return"]

@@ -707,7 +707,7 @@ def forgetting_section(study: dict, out_dir: str | Path, heading: str = "##") ->
     pct = round(st["confidence"] * 100)
     md = [f"{heading} Forgetting: lost return on reference contexts", "",
           (f"Every run's frozen actor snapshots (`snapshots.npz`) evaluated on the trace's {st['regimes']} context "
-           f"regimes (k-means of the trace, seed 0; mode `{st['mode']}`), {st['episodes']} seeded episodes of at "
+           f"regimes (k-means of the trace, seed 0; mode `{st['mode']}`), {st['episodes']} seeded episode{'s' if st['episodes'] != 1 else ''} of at "
            f"most {st['episode_steps']} steps per snapshot and regime (evaluation seed {st['seed']}, acting rule: "
            f"{st['rule']}). F(t) = mean over regimes of max_{{t'<=t}} R[t', k] - R[t, k] (Chaudhry et al. 2018): "
            "0 = every regime at its best so far. Final F at the last snapshot, mean F over all snapshots; "
@@ -796,7 +796,7 @@ def write_forgetting(runs_dir: str | Path, out_dir: str | Path, **kwargs) -> Pat
         FileNotFoundError: if ``runs_dir`` holds no runs; ValueError: bad options or run files (named).
     """
     study = forgetting_study(runs_dir, **({"cache_dir": Path(out_dir) / "cache"} | kwargs))
-    md = ["# Forgetting", ""] + forgetting_section(study, out_dir)
+    md = forgetting_section(study, out_dir, heading="#")  # one title: the section's own
     path = Path(out_dir) / "forgetting.md"
     path.write_text("\n".join(md) + "\n")
     return path

@@ -1033,7 +1033,7 @@ def report(runs_dir: str | Path, out_dir: str | Path, *, confidence: float = 0.9
     if title is None:
         manifest = runs_dir / "sweep.json"
         name = json.loads(manifest.read_text()).get("name", runs_dir.name) if manifest.is_file() else runs_dir.name
-        title = f"Sweep report: {name}"
+        title = f"Sweep report: {name}" if manifest.is_file() else f"Report: {name} (lcpo run folders)"
     if not math.isfinite(confidence):
         raise ValueError(f"confidence must be finite, got {confidence}")
     path = write_report(runs, episodes, out_dir, title=title, confidence=confidence, seed=seed,
