@@ -39,3 +39,19 @@ def test_population_md_slots_are_positions_in_seeds():
         for name, value in a[key].items():
             assert np.array_equal(value.numpy(), b[key][name].numpy()), (key, name)
     assert pop.episodes[1] == solo.episodes[0]
+
+
+def test_a_population_closes_its_vector_env_and_refuses_to_learn_after(monkeypatch):
+    from lcpo.online.population import Population
+
+    closed = []
+    with Population("a2c", seeds=[0, 1], trace="wind-3", trace_length=600, hidden=[16]) as pop:
+        monkeypatch.setattr(pop.stream.venv, "close", lambda: closed.append(True))
+        assert pop.learn(200).steps == 200
+    assert closed == [True]
+    pop.close()  # idempotent
+    assert closed == [True]
+    import pytest
+
+    with pytest.raises(RuntimeError, match="this Population is closed"):
+        pop.learn(1)

@@ -48,7 +48,7 @@ class A2C(BatchOnPolicyAgent):
     """Online A2C with a product-of-categoricals actor (see module docstring).
 
     Example:
-        >>> import gymnasium as gym, lcpo.envs
+        >>> import gymnasium as gym, numpy as np, lcpo.envs
         >>> env = gym.make("lcpo/WindyPendulum-v0", trace="zero")
         >>> agent = A2C(env, seed=0).learn(400)
         >>> len(agent.episodes)

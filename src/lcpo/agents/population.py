@@ -78,7 +78,7 @@ class AgentPopulation:
         ValueError: for bad seeds (:func:`check_seeds`) or bad hyperparameters (from the agent class).
 
     Example:
-        >>> import gymnasium as gym, lcpo.envs
+        >>> import gymnasium as gym, numpy as np, lcpo.envs
         >>> from lcpo.agents.ddqn import DDQN
         >>> env = gym.make("lcpo/WindyPendulum-v0", trace="zero")
         >>> pop = AgentPopulation(DDQN, env, [0, 1])

@@ -558,11 +558,14 @@ class Population:
 
         Raises:
             ValueError: a negative or non-integer ``total_steps``.
+            RuntimeError: the population was closed (:meth:`close`).
         """
         from lcpo.online.threads import limit_threads
 
         if isinstance(total_steps, bool) or not float(total_steps).is_integer() or total_steps < 0:
             raise ValueError(f"total_steps must be a non-negative integer, got {total_steps!r}")
+        if getattr(self, "_closed", False):
+            raise RuntimeError("this Population is closed (its vector env is shut): make a new one to learn more")
         self.loop.on_update = callback
         with limit_threads(threads):
             self.loop.run(self.loop.steps + int(total_steps))
@@ -630,6 +633,27 @@ class Population:
         described, self._described = self._described, {}
         for env in described.values():
             env.close()
+
+    def close(self) -> None:
+        """Close the population's vector env (an ``AsyncVectorEnv``'s worker processes are reaped) and the
+        environments made for descriptions. Idempotent; the population cannot learn afterwards.
+
+        Example:
+            >>> from lcpo.online.population import Population
+            >>> with Population("a2c", seeds=[0, 1], trace="wind-3", trace_length=600, hidden=[16]) as pop:
+            ...     pop.learn(200).steps
+            200
+        """
+        self.close_seed_envs()
+        if not getattr(self, "_closed", False):
+            self._closed = True
+            self.stream.close()
+
+    def __enter__(self) -> "Population":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def _per_seed(value, n: int, what: str, kind) -> list:
@@ -1001,8 +1025,7 @@ def _execute_locked(*args, **kwargs) -> list[dict]:
         return _execute_population_locked(*args, made=made, **kwargs)
     finally:
         for pop in made:
-            pop.close_seed_envs()
-            pop.stream.close()
+            pop.close()
 
 
 def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_at, on_progress,
