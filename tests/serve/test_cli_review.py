@@ -55,6 +55,7 @@ def test_ctrl_c_drains_checkpoints_and_exits_0_as_sigterm_does(tmp_path):
     assert rc == 0, err
     assert "lcpo serve: stopped after 20 steps" in err and "lcpo resume" not in err, err
     step, saved = RunCheckpoints(tmp_path / "state/checkpoint").load()
+    assert f"checkpoint of the first {step} log records" in err, err  # the record count the checkpoint holds
     assert step == 21 and saved["agent"]["updates"] == 20 // 8
 
 

@@ -221,6 +221,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"lcpo serve: stopped without a final checkpoint ({server.close_error}); a restart on the same "
               f"--state replays the log{resume}", file=sys.stderr, flush=True)
         return 1
-    print(f"lcpo serve: stopped after {server.state.transitions} steps, {server.learner.updates} updates; "
-          f"checkpoint at record {server.learner.checkpointed_at}", file=sys.stderr, flush=True)
+    at = server.learner.checkpointed_at  # -1: none taken (no --state folder to keep it in)
+    saved = f"checkpoint of the first {at:,} log records" if at >= 0 else "no checkpoint taken"
+    print(f"lcpo serve: stopped after {server.state.transitions} steps, {server.learner.updates} updates; {saved}",
+          file=sys.stderr, flush=True)
     return 0

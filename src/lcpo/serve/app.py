@@ -608,7 +608,8 @@ def create_app(server: Server):
     async def refused(request, exc):  # an unknown path or method: the protocol's JSON, not Starlette's text
         method, path = request.method, request.url.path
         if exc.status_code == 404:
-            message = f"no endpoint {method} {path} (the endpoints: /openapi.json)"
+            message = (f"no endpoint {method} {path}; the endpoints: POST /v1/step, /v1/act, /v1/observe, /v1/batch; "
+                       "GET /v1/status, /metrics, /openapi.json (the schema)")
         elif exc.status_code == 405:
             message = f"method {method} not allowed on {path}: use {(exc.headers or {}).get('Allow', 'another')}"
         else:
