@@ -43,6 +43,8 @@ def test_make_env_refuses_a_vector_env_naming_it(vec_module, target):
     message = str(info.value)
     assert f"'{vec_module}:{target}'" in message and "vector env" in message and "\n" not in message
     assert "--seed 0-N" in message and "docs/population.md" in message
+    # with --seed 0-1 already given, the advice must say how a vector env is recognised
+    assert "MODULE:CLASS of a gymnasium.vector.VectorEnv subclass" in message and "vector_entry_point" in message
 
 
 def test_lcpo_run_refuses_a_vector_env_in_one_line(vec_module, capsys):

@@ -59,7 +59,9 @@ def vector_env_message(what: str, kind: str, num_envs: int | None = None) -> str
     n = f", num_envs={num_envs}" if num_envs else ""
     return (f"{what} is a Gymnasium vector env ({kind}{n}); a single run takes one gymnasium.Env. Vector envs "
             "are for populations of independent learners, one per seed (`lcpo run --seed 0-N`, "
-            "docs/population.md); give one environment here (gymnasium.make(id), not gymnasium.make_vec(id))")
+            "docs/population.md), named as MODULE:CLASS of a gymnasium.vector.VectorEnv subclass or an id "
+            "registered with vector_entry_point (a function that returns a vector env is taken for a single "
+            "environment); or give one environment here (gymnasium.make(id), not gymnasium.make_vec(id))")
 
 
 def run_env_kwargs(env: str, trace: str | None, trace_length: int | None,
