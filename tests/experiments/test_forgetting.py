@@ -236,6 +236,7 @@ def test_end_to_end_on_windy_pendulum_is_deterministic(tmp_path, monkeypatch):
     assert "| WindyPendulum-v0 wind-3 | a2c[hidden=[16],rollout_steps=100] | 2 |" in md
     assert md.startswith("# Forgetting: lost return on reference contexts\n") and md.count("# Forgetting") == 1
     assert "1 seeded episode of at most 20 steps" in md
+    assert "can reach below 0: shown as computed, not clipped" in md  # the table's F intervals are said to be raw
     m = pd.read_csv(tmp_path / "out" / "forgetting_matrix.csv")
     assert len(m) == 2 * 16 * 2 and (m["F"] >= 0).all() and (m[m["snapshot"] == 0]["F"] == 0).all()
     assert (tmp_path / "out" / "forgetting_WindyPendulum-v0_wind-3.png").stat().st_size > 0

@@ -712,7 +712,8 @@ def forgetting_section(study: dict, out_dir: str | Path, heading: str = "##") ->
            f"{st['rule']}). F(t) = mean over regimes of max_{{t'<=t}} R[t', k] - R[t, k] (Chaudhry et al. 2018): "
            "0 = every regime at its best so far. Final F at the last snapshot, mean F over all snapshots; "
            "BWT = mean over regimes of R[last, k] - R[end of k's last active interval, k] (negative: forgetting). "
-           f"Intervals: {pct}% Student-t over seeds. Cost: {study['evaluations']:,} episodes in "
+           f"Intervals: {pct}% Student-t over seeds (F is never negative, but a t interval of few or skewed seeds "
+           "can reach below 0: shown as computed, not clipped). Cost: {study['evaluations']:,} episodes in "
            f"{study['seconds']:.1f} s (when first evaluated; see docs/forgetting.md)."), ""]
     if study["matrix"].empty:
         md += ["No finished run under this folder keeps snapshots.", ""]
