@@ -367,6 +367,11 @@ def _recorded_config(run: Path):
         raise ValueError(f"{path} has no valid 'run' entry ({exc!r}); cannot resume this run") from None
 
 
+#: What lcpo resume's refusals suggest instead of another --out (it has none).
+_RESUME_ELSEWHERE = ("lcpo resume continues a folder in place: train longer (a larger --steps), or start a new run "
+                     "with lcpo run --out DIR")
+
+
 def cmd_resume(args) -> int:
     """Execute ``lcpo resume``: continue every run under ``args.folder`` with its recorded configuration."""
     import dataclasses
@@ -381,13 +386,7 @@ def cmd_resume(args) -> int:
             if cfg.warmup_steps >= args.steps:
                 raise ValueError(f"--steps {args.steps} must exceed the warm-up of {run} ({cfg.warmup_steps:,})")
             cfg = dataclasses.replace(cfg, steps=args.steps)
-        try:
-            plan = resume_plan(cfg, run, resume=True)
-        except ValueError as exc:  # resume_plan speaks to `lcpo run`, which has --out; lcpo resume has none
-            raise ValueError(str(exc).replace("use another --out", "lcpo resume continues a folder in place: train "
-                                              "longer (a larger --steps), or start a new run with lcpo run --out DIR")
-                             ) from None
-        planned.append((cfg, run, plan))
+        planned.append((cfg, run, resume_plan(cfg, run, resume=True, elsewhere=_RESUME_ELSEWHERE)))
     return _execute_all(planned, True, not args.no_progress, batch=not args.no_batch, device=args.device)
 
 

@@ -290,7 +290,8 @@ def _read_summary(path: Path) -> dict | None:
     return summary
 
 
-def resume_plan(config: RunConfig, out_dir: str | Path, resume: bool = True) -> ResumePlan:
+def resume_plan(config: RunConfig, out_dir: str | Path, resume: bool = True,
+                elsewhere: str = "use another --out") -> ResumePlan:
     """Decide what :func:`execute` does with ``out_dir`` (the resume rules of the module docstring); reads
     only ``summary.json`` and the checkpoint pointer, and changes nothing.
 
@@ -298,6 +299,8 @@ def resume_plan(config: RunConfig, out_dir: str | Path, resume: bool = True) -> 
         config: the requested configuration.
         out_dir: the run folder (need not exist).
         resume: False: the folder must not hold a run (a summary or a checkpoint).
+        elsewhere: how a refusal tells the caller to run somewhere else (``lcpo run``'s ``--out``; ``lcpo resume``,
+            which has none, says its own).
 
     Returns:
         A :class:`ResumePlan`.
@@ -324,8 +327,8 @@ def resume_plan(config: RunConfig, out_dir: str | Path, resume: bool = True) -> 
         other = [c for c in changes if c[0] != "steps"]
         if other:
             raise ValueError(f"cannot resume {out}: it holds a run with a different configuration ("
-                             f"{_changes_text(other)}); only steps may change (more steps extend a run); use "
-                             "another --out, or delete the folder to start afresh")
+                             f"{_changes_text(other)}); only steps may change (more steps extend a run); "
+                             f"{elsewhere}, or delete the folder to start afresh")
 
     if summary is not None:
         done = int(summary["steps"])
@@ -335,7 +338,7 @@ def resume_plan(config: RunConfig, out_dir: str | Path, resume: bool = True) -> 
         refuse_changes(changes)
         if config.steps < done:
             raise ValueError(f"cannot resume {out}: it finished {done:,} steps and a run cannot be shortened "
-                             f"(--steps {config.steps:,}); use another --out")
+                             f"(--steps {config.steps:,}); {elsewhere}")
         if info is None or info.step != done:
             raise ValueError(f"cannot extend {out} to {config.steps:,} steps: it has no checkpoint of its final "
                              f"step {done:,} (run with checkpoint_every=0, or by an older lcpo); run it again in "

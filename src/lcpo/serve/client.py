@@ -58,7 +58,7 @@ def _number(v, field: str) -> float:
     return f
 
 
-def _show(x) -> str:
+def _show(x) -> str:  # as lcpo.serve.protocol's, not imported from it: the client stays free of torch
     r = repr(x)
     return r if len(r) <= 40 else r[:37] + "..."
 
