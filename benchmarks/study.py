@@ -345,6 +345,8 @@ def forgetting_lines(folders: list[Path], out: Path, regimes: int, episodes: int
             merged[k] = {**merged[k], **extra[k]}
         merged["without"] = sorted([*merged["without"], *extra["without"]])
         merged["seconds"] += extra["seconds"]
+        merged["computed_seconds"] += extra["computed_seconds"]
+        merged["cached"] += extra["cached"]
         merged["evaluations"] += extra["evaluations"]
     return forgetting_section(merged, out)
 

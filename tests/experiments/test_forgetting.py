@@ -220,7 +220,7 @@ def test_snapshot_files_are_not_git_ignored_in_the_committed_results():
     assert rc == 1, f"{path} is git-ignored"
 
 
-def test_end_to_end_on_windy_pendulum_is_deterministic(tmp_path, monkeypatch):
+def test_end_to_end_on_windy_pendulum_is_deterministic(tmp_path, monkeypatch, capsys):
     execute(_tiny(), tmp_path / "runs" / "a2c-s0")
     execute(_tiny(seed=1), tmp_path / "runs" / "a2c-s1")
     refs = reference_contexts(run_trace(_tiny()), regimes=2)
@@ -230,8 +230,11 @@ def test_end_to_end_on_windy_pendulum_is_deterministic(tmp_path, monkeypatch):
     assert np.array_equal(a["R_episodes"], b["R_episodes"])  # bit for bit
     from lcpo.cli.main import main
 
+    capsys.readouterr()
     assert main(["forgetting", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--regimes", "2",
                  "--episodes", "1", "--episode-steps", "20"]) == 0
+    err = capsys.readouterr().err
+    assert "a2c-s0: " in err and "cached" not in err  # evaluated now: its seconds, no word of a cache
     md = (tmp_path / "out" / "forgetting.md").read_text()
     assert "| WindyPendulum-v0 wind-3 | a2c[hidden=[16],rollout_steps=100] | 2 |" in md
     assert md.startswith("# Forgetting: lost return on reference contexts\n") and md.count("# Forgetting") == 1
@@ -248,6 +251,16 @@ def test_end_to_end_on_windy_pendulum_is_deterministic(tmp_path, monkeypatch):
     assert main(["forgetting", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--regimes", "2",
                  "--episodes", "1", "--episode-steps", "20"]) == 0
     assert (tmp_path / "out" / "forgetting_matrix.csv").read_bytes() == before
+    err = capsys.readouterr().err  # the second call says each run came from the cache
+    assert "a2c-s0: cached (" in err and "a2c-s1: cached (" in err
+    from lcpo.experiments.forgetting import forgetting_study
+
+    again = forgetting_study(tmp_path / "runs", regimes=2, episodes=1, episode_steps=20,
+                             cache_dir=tmp_path / "out" / "cache")
+    assert again["cached"] == 2 and again["computed_seconds"] == 0.0 and again["seconds"] > 0
+    fresh = forgetting_study(tmp_path / "runs", regimes=2, episodes=1, episode_steps=20)
+    assert fresh["cached"] == 0 and fresh["computed_seconds"] == fresh["seconds"] > 0
+    assert fresh["matrix"].equals(again["matrix"])
     # lcpo report appends the section (its one call, here with the short settings)
     import functools
 

@@ -533,12 +533,21 @@ def test_device_reaches_the_batch_native_population_and_is_refused_elsewhere(tmp
     pop = Population("a2c", seeds=[0, 1], trace="wind-3", trace_length=1000, device="cpu:0", hidden=[8])
     assert seen == {"hidden": [8]} and pop.device == "cpu" and pop.batch_native  # the CPU: today's path
     if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match=r"^--device 'cuda': no CUDA GPU here"):
+        with pytest.raises(ValueError, match=r"^device 'cuda': no CUDA GPU here"):  # the library's own word
             Population("a2c", seeds=[0, 1], trace="wind-3", trace_length=1000, device="cuda")
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU, as far as the checks can see
         monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    with pytest.raises(ValueError, match="agent 'ddqn' is not batch-native"):
+    with pytest.raises(ValueError, match=r"^device cuda: agent 'ddqn' is not batch-native here"):
         Population("ddqn", seeds=[0, 1], trace="wind-3", trace_length=1000, device="cuda")
+    with pytest.raises(ValueError, match=r"^device cuda: agent 'a2c' is not batch-native with batch=False"):
+        Population("a2c", seeds=[0, 1], trace="wind-3", trace_length=1000, device="cuda", batch=False)
+    from lcpo.experiments.config import RunSpec
+    from lcpo.experiments.runner import run_sweep
+
+    spec = RunSpec("d-ddqn-s0", {"env": "lcpo/WindyPendulum-v0", "agent": "ddqn", "seed": 0, "steps": 10})
+    with pytest.raises(ValueError, match=r"^device cuda: agents \['ddqn'\] are not batch-native .*device='cpu'"):
+        run_sweep([spec], tmp_path / "lib-sweep", device="cuda")
+    assert not (tmp_path / "lib-sweep").exists()  # refused before the folder is made
     monkeypatch.undo()
     if not torch.cuda.is_available():
         assert main(["run", "--agent", "a2c", "--seed", "0-1", "--device", "cuda", "--steps", "10",

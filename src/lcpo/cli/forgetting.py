@@ -49,6 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
     return _configure(argparse.ArgumentParser(prog="lcpo forgetting", description=_DESCRIPTION))
 
 
+def _report_run(run, seconds: float, cached: bool) -> None:
+    """One stderr line per run: its evaluation time, or that it came from the cache (and what it cost then)."""
+    if cached:
+        print(f"{run.name}: cached ({seconds:.1f} s when evaluated)", file=sys.stderr)
+    else:
+        print(f"{run.name}: {seconds:.1f} s", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute a parsed ``forgetting`` command; returns the exit status (2 for a bad folder or option)."""
     from pathlib import Path
@@ -63,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         path = write_forgetting(args.runs_dir, out, regimes=args.regimes, mode=args.mode, episodes=args.episodes,
                                 episode_steps=args.episode_steps, seed=args.seed,
                                 rule="greedy" if args.greedy else None, confidence=args.confidence,
-                                on_run=lambda run, s: print(f"{run.name}: {s:.1f} s", file=sys.stderr))
+                                on_run=_report_run)
     except (FileNotFoundError, ValueError) as exc:
         print(f"lcpo forgetting: error: {exc}", file=sys.stderr)
         return 2

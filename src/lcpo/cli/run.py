@@ -145,7 +145,7 @@ def cmd_run(args) -> int:
         from lcpo.online.population import _check_device_agent
 
         for agent in args.agent:
-            _check_device_agent(agent, args.device, not args.no_batch)
+            _check_device_agent(agent, args.device, not args.no_batch, "--device")
     args.seed = parse_seeds(args.seed)  # the words as typed: a repeat across them is named in the user's terms
     from lcpo.online.population import names_vector_env
 

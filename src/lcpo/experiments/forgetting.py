@@ -422,9 +422,11 @@ def _find_runs(runs_dir: Path) -> tuple[list[Path], list[Path]]:
 def _evaluate_cached(run: Path, refs: ReferenceContexts, episodes: int, episode_steps: int, seed: int,
                      rule: str | None, cache_dir: Path | None) -> dict:
     """:func:`evaluate_snapshots`, reusing ``cache_dir/<run>.npz`` when it was made from the same snapshot file,
-    run configuration, references and settings (a SHA-256 of all of them); the result is the same bit for bit."""
+    run configuration, references and settings (a SHA-256 of all of them); the result is the same bit for bit.
+    The result carries ``"cached": bool``: True where it was read from the cache (its ``"seconds"`` are then those
+    of the evaluation that made the entry)."""
     if cache_dir is None:
-        return evaluate_snapshots(run, refs, episodes, episode_steps, seed, rule)
+        return evaluate_snapshots(run, refs, episodes, episode_steps, seed, rule) | {"cached": False}
     import hashlib
 
     h = hashlib.sha256()
@@ -439,7 +441,8 @@ def _evaluate_cached(run: Path, refs: ReferenceContexts, episodes: int, episode_
             with np.load(path, allow_pickle=False) as z:
                 if str(z["key"]) == key:
                     return {"steps": z["steps"], "R": z["R_episodes"].mean(-1), "R_episodes": z["R_episodes"],
-                            "rule": str(z["rule"]), "module": str(z["module"]), "seconds": float(z["seconds"])}
+                            "rule": str(z["rule"]), "module": str(z["module"]), "seconds": float(z["seconds"]),
+                            "cached": True}
         except (OSError, KeyError, ValueError):
             pass  # an unreadable cache entry is recomputed
     res = evaluate_snapshots(run, refs, episodes, episode_steps, seed, rule)
@@ -451,7 +454,7 @@ def _evaluate_cached(run: Path, refs: ReferenceContexts, episodes: int, episode_
     np.savez(buf, key=np.str_(key), steps=res["steps"], R_episodes=res["R_episodes"], rule=np.str_(res["rule"]),
              module=np.str_(res["module"]), seconds=np.float64(res["seconds"]))
     atomic_write_bytes(path, buf.getvalue())
-    return res
+    return res | {"cached": False}
 
 
 def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "constant", episodes: int = 10,
@@ -467,7 +470,8 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
         regimes, mode, episode_steps: see :func:`reference_contexts`.
         episodes, seed, rule: see :func:`evaluate_snapshots`.
         confidence: interval level across seeds (:func:`seed_interval`).
-        on_run: optional callback ``(run_dir, seconds)`` after each run is evaluated.
+        on_run: optional callback ``(run_dir, seconds, cached)`` after each run: ``cached`` (bool) True where
+            its ``R`` came from ``cache_dir`` (``seconds`` are then those of the evaluation that made the entry).
         cache_dir: keep each run's ``R`` in ``cache_dir/<run>.npz`` and reuse it while the snapshots, the run's
             configuration, the references and the settings are unchanged (None: no cache).
 
@@ -476,7 +480,9 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
         "summary": DataFrame (cell, scheme, n, final_F, final_F_low, final_F_high, mean_F, ..., bwt, ...,
         final_R, ...), "per_run": DataFrame (cell, scheme, seed, final_F, mean_F, bwt, final_R: one row per run,
         the values the summary's intervals are taken over), "refs": {cell: ReferenceContexts}, "traces": {cell: ContextTrace}, "without": [runs
-        without snapshots], "seconds": float, "evaluations": int (snapshot x regime x episode)}``.
+        without snapshots], "seconds": float (evaluation seconds of every run, cached ones at the cost recorded
+        when they were first evaluated), "computed_seconds": float (the evaluations this call ran), "cached": int
+        (runs read from ``cache_dir``), "evaluations": int (snapshot x regime x episode)}``.
 
     Raises:
         FileNotFoundError: if ``runs_dir`` does not exist.
@@ -493,7 +499,7 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
     cells: dict[str, ReferenceContexts] = {}
     traces: dict[str, object] = {}
     rows, per_run = [], []
-    seconds, evaluations = 0.0, 0
+    seconds, computed, cached, evaluations = 0.0, 0.0, 0, 0
     found = []
     for run in with_snaps:
         cfg = _run_config(run)
@@ -521,9 +527,11 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
         res = _evaluate_cached(run, refs, episodes, episode_steps, seed, rule,
                                None if cache_dir is None else Path(cache_dir))
         seconds += res["seconds"]
+        cached += res["cached"]
+        computed += 0.0 if res["cached"] else res["seconds"]
         evaluations += res["R_episodes"].size
         if on_run is not None:
-            on_run(run, res["seconds"])
+            on_run(run, res["seconds"], res["cached"])
         R, F = res["R"], forgetting_matrix(res["R"])
         act = active_regimes(res["steps"], refs.labels)
         scheme = scheme_label(cfg.agent, cfg.overrides)
@@ -546,7 +554,8 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
                                       for s in ("", "_low", "_high")]
     return {"matrix": matrix, "summary": pd.DataFrame(out, columns=cols), "per_run": per, "refs": cells,
             "traces": traces,
-            "without": sorted(without), "seconds": seconds, "evaluations": evaluations,
+            "without": sorted(without), "seconds": seconds, "computed_seconds": computed, "cached": cached,
+            "evaluations": evaluations,
             "settings": {"regimes": regimes, "mode": mode, "episodes": episodes, "episode_steps": episode_steps,
                          "seed": seed, "rule": rule or "the agent's own", "confidence": confidence}}
 

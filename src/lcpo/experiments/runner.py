@@ -1077,11 +1077,12 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
 
         from lcpo.agents.population import BATCH_NATIVE
 
-        device = str(resolve_device(device, "--device"))
+        device = str(resolve_device(device, "device"))
         others = sorted({str(s.config.get("agent")) for s in specs} - set(BATCH_NATIVE))
         if others:
-            raise ValueError(f"--device {device}: agents {others} are not batch-native (their networks stay on the "
-                             f"CPU); run them in a sweep without --device; batch-native: {sorted(BATCH_NATIVE)}")
+            raise ValueError(f"device {device}: agents {others} are not batch-native (their networks stay on the "
+                             f"CPU); run them on the CPU (device='cpu', the CLI's default without --device); "
+                             f"batch-native: {sorted(BATCH_NATIVE)}")
     ids = [s.run_id for s in specs]
     if len(set(ids)) != len(ids):
         raise ValueError("duplicate run ids in specs")

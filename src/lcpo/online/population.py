@@ -179,8 +179,10 @@ def _make_agents(agent: str, env_id: str, env_kwargs: dict, seeds: list[int], de
     return AgentPopulation(AGENTS[agent], template, seeds, **overrides)
 
 
-def _check_device_agent(agent: str, device: str, batch: bool) -> None:
+def _check_device_agent(agent: str, device: str, batch: bool, what: str = "device") -> None:
     """Refuse a device other than the CPU for an agent that is not batch-native (or ``batch=False``).
+
+    ``what`` names the setting in the error: ``"device"`` (the library argument) or ``"--device"`` (the CLI).
 
     Raises:
         ValueError: one line naming the device, the agent and the batch-native agents.
@@ -188,8 +190,9 @@ def _check_device_agent(agent: str, device: str, batch: bool) -> None:
     from lcpo.agents.population import BATCH_NATIVE
 
     if device != "cpu" and not (batch and agent in BATCH_NATIVE):
-        why = "with batch=False (--no-batch)" if agent in BATCH_NATIVE else "here"
-        raise ValueError(f"--device {device}: agent {agent!r} is not batch-native {why} (its networks stay on the "
+        why = ("with --no-batch" if what.startswith("--") else "with batch=False") if agent in BATCH_NATIVE \
+            else "here"
+        raise ValueError(f"{what} {device}: agent {agent!r} is not batch-native {why} (its networks stay on the "
                          f"CPU); batch-native agents: {', '.join(sorted(BATCH_NATIVE)) or 'none yet'}")
 
 
@@ -520,7 +523,7 @@ class Population:
 
         if agent not in AGENTS:
             raise ValueError(f"unknown agent {agent!r}; known agents: {sorted(AGENTS)}")
-        dev = resolve_device(device)  # before any work: a one-line error naming the device
+        dev = resolve_device(device, "device")  # before any work: a one-line error naming the device
         _check_device_agent(agent, str(dev), batch)
         self.agent_name, self.env_id, self.seeds, self.device = agent, env_id, list(seeds), str(dev)
         # off the CPU, the native windy Pendulum steps in torch on the same device (one copy each way per step)
