@@ -53,6 +53,8 @@ class PTQNetwork(torch.nn.Module):
         self.obs_dim, self.dims, self.bins = transient.obs_dim, transient.dims, transient.bins
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Q-values ``Q_P(s, .) + Q_T(s, .)`` (Anand & Precup 2023, Sec. 3): ``obs`` ``(B, obs_dim)`` float32 ->
+        ``(B, D, K)`` float32, the shape of each network's output."""
         return self.permanent(obs) + self.transient(obs)
 
 
