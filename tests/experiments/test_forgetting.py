@@ -240,6 +240,9 @@ def test_end_to_end_on_windy_pendulum_is_deterministic(tmp_path, monkeypatch, ca
     assert md.startswith("# Forgetting: lost return on reference contexts\n") and md.count("# Forgetting") == 1
     assert "1 seeded episode of at most 20 steps" in md
     assert "can reach below 0: shown as computed, not clipped" in md  # the table's F intervals are said to be raw
+    import re
+
+    assert re.search(r"Cost: 64 episodes in \d+\.\d s \(when first evaluated", md), md  # formatted, not a template
     m = pd.read_csv(tmp_path / "out" / "forgetting_matrix.csv")
     assert len(m) == 2 * 16 * 2 and (m["F"] >= 0).all() and (m[m["snapshot"] == 0]["F"] == 0).all()
     assert (tmp_path / "out" / "forgetting_WindyPendulum-v0_wind-3.png").stat().st_size > 0

@@ -722,7 +722,7 @@ def forgetting_section(study: dict, out_dir: str | Path, heading: str = "##") ->
            "0 = every regime at its best so far. Final F at the last snapshot, mean F over all snapshots; "
            "BWT = mean over regimes of R[last, k] - R[end of k's last active interval, k] (negative: forgetting). "
            f"Intervals: {pct}% Student-t over seeds (F is never negative, but a t interval of few or skewed seeds "
-           "can reach below 0: shown as computed, not clipped). Cost: {study['evaluations']:,} episodes in "
+           f"can reach below 0: shown as computed, not clipped). Cost: {study['evaluations']:,} episodes in "
            f"{study['seconds']:.1f} s (when first evaluated; see docs/forgetting.md)."), ""]
     if study["matrix"].empty:
         md += ["No finished run under this folder keeps snapshots.", ""]
