@@ -338,6 +338,28 @@ def test_forgetting_comparisons_are_welch_tests_with_holm_over_the_table():
         forgetting_comparisons(per, measures=["lost"])
 
 
+def test_forgetting_comparisons_take_lcpo_with_hyperparameter_overrides_as_the_reference():
+    """A run with overrides has the scheme ``lcpo[hidden=[16]]``; the tests matched ``"lcpo"`` exactly and so
+    dropped every comparison of such a study (``lcpo run --set ...``, a sweep's [overrides.lcpo]) without a word.
+    The p-values are those of the plain scheme; two LCPO variants are each tested, not against each other."""
+    import pandas as pd
+
+    from lcpo.experiments.forgetting import _comparison_lines, forgetting_comparisons
+
+    base = {"cell": ["c"] * 6, "seed": [0, 1, 2, 0, 1, 2], "final_F": [1.0, 2, 3, 4, 6, 8],
+            "mean_F": [1.0, 2, 4, 4, 6, 9], "bwt": [0.0, 1, 2, 0, 2, 4], "final_R": [0.0] * 6}
+    plain = forgetting_comparisons(pd.DataFrame(base | {"scheme": ["lcpo"] * 3 + ["a2c"] * 3}))
+    per = pd.DataFrame(base | {"scheme": ["lcpo[hidden=[16]]"] * 3 + ["a2c"] * 3})
+    over = forgetting_comparisons(per)
+    assert len(over) == len(plain) == 3 and set(over["reference"]) == {"lcpo[hidden=[16]]"}
+    assert np.array_equal(over["p"].to_numpy(), plain["p"].to_numpy())
+    lines = "\n".join(_comparison_lines(per, 0.95))
+    assert "a2c (against lcpo[hidden=[16]])" in lines and "Holm's correction over the 3 tests" in lines
+    two = pd.concat([per, per.iloc[:3].assign(scheme="lcpo")], ignore_index=True)
+    both = forgetting_comparisons(two)
+    assert sorted(set(both["reference"])) == ["lcpo", "lcpo[hidden=[16]]"] and set(both["baseline"]) == {"a2c"}
+
+
 def test_forgetting_comparisons_leave_out_prescient_agents_and_undefined_measures():
     """The study's report stopped on 'y (cell ... lcpo vs prescient-a2c bwt) must be finite': a prescient agent acts
     frozen online (a reference, not a baseline) and its BWT is undefined (NaN); an undefined measure of a baseline

@@ -645,7 +645,9 @@ def forgetting_comparisons(per_run: pd.DataFrame, reference: str = "lcpo",
     Args:
         per_run: ``study["per_run"]`` of :func:`forgetting_study`: one row per run with ``cell``, ``scheme``,
             ``seed`` and the measures (float64; F and BWT in return units).
-        reference: the scheme compared with every other (``"lcpo"``).
+        reference: the agent compared with every other (``"lcpo"``): every scheme of that agent, with or without
+            hyperparameter overrides (``lcpo``, ``lcpo[hidden=[16]]``), is a reference, as in ``lcpo report``'s
+            comparisons; other schemes of the same agent are not its baselines.
         measures: columns to test (``final_F``, ``mean_F``: lower is less forgetting; ``bwt``: higher is less).
 
     Prescient schemes (``prescient*``: frozen online, references) are not compared, nor a measure undefined (NaN)
@@ -655,7 +657,8 @@ def forgetting_comparisons(per_run: pd.DataFrame, reference: str = "lcpo",
         DataFrame with one row per (cell, baseline, measure) where both sides have at least 2 runs: ``cell``,
         ``baseline``, ``measure``, ``n_ref``, ``n_base``, ``mean_ref``, ``mean_base``, ``diff`` (reference minus
         baseline), ``p`` (Welch, two-sided; NaN when both samples are constant: not tested), ``p_holm`` (NaN for
-        the untested rows, which are left out of the family). Empty when nothing can be tested.
+        the untested rows, which are left out of the family), ``reference`` (the reference's scheme). Empty when
+        nothing can be tested.
 
     Raises:
         ValueError: a measure that is not a column of ``per_run`` (named), or non-finite values (from
@@ -665,16 +668,21 @@ def forgetting_comparisons(per_run: pd.DataFrame, reference: str = "lcpo",
 
     from lcpo.experiments.stats import holm, welch_test
 
-    cols = ["cell", "baseline", "measure", "n_ref", "n_base", "mean_ref", "mean_base", "diff", "p", "p_holm"]
+    cols = ["cell", "baseline", "measure", "n_ref", "n_base", "mean_ref", "mean_base", "diff", "p", "p_holm",
+            "reference"]
+
+    def of_reference(scheme) -> bool:
+        return str(scheme).split("[")[0] == reference
+
     for m in measures:
         if m not in per_run.columns:
             raise ValueError(f"unknown forgetting measure {m!r}; per_run has {list(per_run.columns)}")
     rows = []
-    for cell, g in per_run.groupby("cell", sort=True):
-        ref = g[g["scheme"] == reference]
+    for (cell, rscheme), ref in per_run[per_run["scheme"].map(of_reference)].groupby(["cell", "scheme"], sort=True):
         if len(ref) < 2:
             continue
-        for base, b in g[g["scheme"] != reference].groupby("scheme", sort=True):
+        g = per_run[per_run["cell"] == cell]
+        for base, b in g[~g["scheme"].map(of_reference)].groupby("scheme", sort=True):
             if len(b) < 2 or str(base).startswith("prescient"):
                 continue  # a prescient agent acts frozen online: a reference, not a baseline of these tests
             for m in measures:
@@ -682,12 +690,13 @@ def forgetting_comparisons(per_run: pd.DataFrame, reference: str = "lcpo",
                 if not (np.isfinite(x).any() and np.isfinite(y).any()):
                     continue  # undefined for one side (BWT of a run with a single snapshot): nothing to test
                 try:
-                    p = welch_test(x, y, cell=f"{cell} {reference} vs {base} {m}").p
+                    p = welch_test(x, y, cell=f"{cell} {rscheme} vs {base} {m}").p
                 except ValueError as exc:
                     if "constant" not in str(exc):
                         raise
                     p = float("nan")
-                rows.append([cell, base, m, len(x), len(y), x.mean(), y.mean(), x.mean() - y.mean(), p, np.nan])
+                rows.append([cell, base, m, len(x), len(y), x.mean(), y.mean(), x.mean() - y.mean(), p, np.nan,
+                             rscheme])
     out = pd.DataFrame(rows, columns=cols)
     tested = out["p"].notna().to_numpy()
     if tested.any():
@@ -785,7 +794,8 @@ def _comparison_lines(per_run, confidence: float) -> list[str]:
                 verdict += ": **LCPO forgets less**" if less else ": **LCPO forgets more**"
             else:
                 verdict += ": not significant"
-        md.append(f"| {r.cell} | {r.baseline} | {name} | {r.mean_ref:.1f} | {r.mean_base:.1f} | {r.diff:+.1f} | "
+        base = r.baseline if r.reference == "lcpo" else f"{r.baseline} (against {r.reference})"
+        md.append(f"| {r.cell} | {base} | {name} | {r.mean_ref:.1f} | {r.mean_base:.1f} | {r.diff:+.1f} | "
                   f"{verdict} |")
     return md
 
