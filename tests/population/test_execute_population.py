@@ -12,7 +12,7 @@ import torch
 
 from faults import Crash, FileFaults
 from lcpo.cli.main import main
-from lcpo.online.population import execute_population, population_folder, read_population_pointer
+from lcpo.online.population import Population, execute_population, population_folder, read_population_pointer
 from lcpo.online.run import RunConfig, execute
 from lcpo.persistence.checkpoint import RunCheckpoints
 from summaries import comparable
@@ -722,3 +722,23 @@ def test_an_unreadable_pointer_beside_many_seed_folders_is_named_once(tmp_path, 
     assert len(lines) == 1 and str(bad) in lines[0] and lines[0].startswith(f"{out}: "), err
     for s in range(3):
         assert json.loads((out / f"a2c-s{s}" / "summary.json").read_text())["steps"] == 600
+
+
+@pytest.mark.parametrize("seeds, message", [
+    ("12", r"^seeds must be a sequence of integers .*got '12'"),  # was seeds 1 and 2
+    ([0, 1.5], r"^seeds\[1\] must be an integer >= 0, got 1\.5"),  # was seed 1
+    ([0, True], r"^seeds\[1\] must be an integer >= 0, got True"),
+    ([0, -1], r"^seeds\[1\] must be an integer >= 0, got -1"),
+    (3, r"^seeds must be a sequence of integers"),
+])
+def test_population_refuses_seeds_that_are_not_integers_in_one_line(seeds, message):
+    with pytest.raises(ValueError, match=message) as info:
+        Population("a2c", seeds=seeds, trace="wind-3", trace_length=1000)
+    assert "\n" not in str(info.value)
+
+
+def test_population_takes_numpy_integer_seeds():
+    import numpy as np
+
+    with Population("a2c", seeds=np.arange(2), trace="wind-3", trace_length=1000, hidden=[8]) as pop:
+        assert pop.seeds == [0, 1] and all(type(s) is int for s in pop.seeds)

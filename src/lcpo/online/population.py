@@ -38,7 +38,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -177,6 +177,20 @@ def _make_agents(agent: str, env_id: str, env_kwargs: dict, seeds: list[int], de
         kw = dict(overrides) if device == "cpu" else {**overrides, "device": device}
         return make_population(agent, template, seeds, **kw)
     return AgentPopulation(AGENTS[agent], template, seeds, **overrides)
+
+
+def _check_seeds(seeds) -> list[int]:
+    """``seeds`` as a list of Python ints; a one-line ValueError naming ``seeds`` for a string (``"12"`` is not
+    seeds 1 and 2; ``lcpo run --seed 0-3`` takes ranges, the library takes ``range(4)``), a bool, a float or any
+    other non-integer entry, or a negative one."""
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
+        raise ValueError(f"seeds must be a sequence of integers (e.g. [0, 1] or range(4)), got {seeds!r}")
+    out = []
+    for k, v in enumerate(seeds):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"seeds[{k}] must be an integer >= 0, got {v!r}")
+        out.append(int(v))
+    return out
 
 
 def _check_device_agent(agent: str, device: str, batch: bool, what: str = "device") -> None:
@@ -495,7 +509,7 @@ class Population:
                  device: str = "cpu", batch: bool = True, **overrides):
         from lcpo.envs.preflight import run_env_kwargs
 
-        seeds = [int(s) for s in seeds]
+        seeds = _check_seeds(seeds)
         n = len(seeds)
         if not n or len(set(seeds)) != n:
             raise ValueError(f"a population needs distinct seeds, got {seeds}")
