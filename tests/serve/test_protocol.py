@@ -561,6 +561,18 @@ def test_the_python_client_refuses_non_finite_values_per_step_and_sends_the_rest
         with pytest.raises(ServeError) as bad:
             c.observe("d2", math.nan, [0, 0, 0])
         assert bad.value.field == "reward" and bad.value.local
+        for kwargs, field in (({"obs": [[0, 0, 1]]}, "obs"), ({"obs": [[0], [0], [1]]}, "obs"),  # never flattened
+                              ({"obs": [0, 0, 10 ** 400]}, "obs"),  # beyond float64: was a raw OverflowError
+                              ({"reward": 1.0, "info": {"gamma": math.nan}}, "info.gamma"),  # was a raw ValueError
+                              ({"reward": 1.0, "info": {"gamma": math.inf}}, "info.gamma")):
+            with pytest.raises(ServeError) as bad:
+                c.step("c", **kwargs) if "reward" not in kwargs else c.step("b", [0, 0, 1], **kwargs)
+            assert bad.value.status == 422 and bad.value.field == field and bad.value.local, kwargs
+        records = server.state.records
+        out = c.batch([{"stream": "e", "obs": [0, 0, 0], "reward": 1.0, "info": {"gamma": math.nan}},
+                       {"stream": "e", "obs": [0, 0, 0]}])  # the bad step is answered in place, the good one sent
+        assert out[0]["field"] == "steps[0].info.gamma" and out[0]["local"] and "decision" in out[1]
+        assert server.state.records == records + 1
 
 
 def test_the_python_client_sends_an_episode_end_without_reward_for_the_server_to_refuse(tmp_path):

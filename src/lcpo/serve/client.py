@@ -27,22 +27,49 @@ class ServeError(RuntimeError):
 
 
 def _floats(x, field: str) -> list:
-    """``x`` as a flat list of finite floats for JSON.
+    """``x`` (a 1-D sequence or array) as a list of finite floats for JSON; never reshaped.
 
     Raises:
-        ServeError: (local, 422) naming ``field`` and the first entry that is not a finite number.
+        ServeError: (local, 422) naming ``field``: not numbers (or beyond float64), not 1-D, or the first entry
+            that is not finite.
     """
     import numpy as np
 
     try:
-        arr = np.asarray(x, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError) as exc:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ServeError(422, f"{field} must be a list of numbers, got {_show(x)} ({exc})", field, local=True) from None
+    if arr.ndim != 1:  # never flattened: a (1, n) batch of one passed by mistake would be learned from as one step
+        raise ServeError(422, f"{field} must be a flat list of numbers (1-D), got an array of shape {arr.shape}",
+                         field, local=True)
     bad = ~np.isfinite(arr)
     if bad.any():
         i = int(np.argmax(bad))
         raise ServeError(422, f"{field}[{i}] must be finite, got {float(arr[i])!r}", f"{field}[{i}]", local=True)
     return arr.tolist()
+
+
+def _info(info) -> dict:
+    """``info`` with every float entry checked finite (JSON cannot carry NaN or an infinity; the server's own
+    checks of the keys and ranges apply after); other values are sent as given.
+
+    Raises:
+        ServeError: (local, 422) naming ``info.KEY`` for a NaN, an infinity or an integer beyond float64.
+    """
+    import math
+
+    if not isinstance(info, dict):
+        return info  # the server refuses it, naming the field
+    for key, v in info.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        try:
+            ok = math.isfinite(float(v))
+        except OverflowError:
+            ok = False
+        if not ok:
+            raise ServeError(422, f"info.{key} must be finite, got {_show(v)}", f"info.{key}", local=True)
+    return info
 
 
 def _number(v, field: str) -> float:
@@ -84,7 +111,7 @@ def _step_body(stream: str, obs: Sequence[float], reward: float | None = None, t
     if final_obs is not None:
         body["final_obs"] = _floats(final_obs, "final_obs")
     if info:
-        body["info"] = info
+        body["info"] = _info(info)
     return body
 
 
@@ -205,7 +232,7 @@ class ServeClient:
                                 "next_obs": _floats(next_obs, "next_obs"),
                                 "terminated": bool(terminated), "truncated": bool(truncated)}
         if info:
-            body["info"] = info
+            body["info"] = _info(info)
         return self._post("/v1/observe", body)
 
     def status(self) -> dict:
