@@ -393,3 +393,15 @@ def test_forgetting_comparison_verdicts_follow_the_measures_direction():
     assert "final F" in rows[0] and "LCPO forgets less" in rows[0]
     assert "mean F" in rows[1] and "not significant" in rows[1]
     assert "BWT" in rows[2] and "LCPO forgets more" in rows[2]
+
+
+def test_lcpo_forgetting_refuses_an_unwritable_out_in_one_line_before_any_work(tmp_path, capsys):
+    """It said `[Errno 2] No such file or directory` or `.../cache: Not a directory` after evaluating."""
+    from lcpo.cli.main import main
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "regfile").write_text("x")
+    assert main(["forgetting", str(tmp_path / "runs"), "--out", str(tmp_path / "regfile" / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lcpo forgetting: error: ") and "regfile" in err and "is a file" in err
+    assert err.count("\n") == 1 and not (tmp_path / "runs" / "forgetting").exists()

@@ -68,6 +68,11 @@ def run(args: argparse.Namespace) -> int:
 
     out = Path(args.out) if args.out else Path(args.runs_dir) / "forgetting"
     try:
+        if not Path(args.runs_dir).exists():
+            raise FileNotFoundError(f"{args.runs_dir}: no such folder")
+        from lcpo.persistence.outputs import check_output_dir
+
+        check_output_dir(out, "--out")  # before any evaluation: a one-line error for an unwritable folder
         path = write_forgetting(args.runs_dir, out, regimes=args.regimes, mode=args.mode, episodes=args.episodes,
                                 episode_steps=args.episode_steps, seed=args.seed,
                                 rule="greedy" if args.greedy else None, confidence=args.confidence,
