@@ -78,9 +78,9 @@ CONFIDENCE = 1 - ALPHA
 # -- loading ------------------------------------------------------------------------------------------------
 def load(folders: Path | list[Path]) -> pd.DataFrame:
     """The per-run table of one or more sweep folders (:func:`lcpo.experiments.store.collect`, without the
-    episode table): one row per spec of each folder's ``sweep.json`` (``status``: done / failed / missing) and per
-    run folder present that the manifest does not list (a second sweep into the same folder rewrites
-    ``sweep.json``), plus ``population`` (the population size the run's summary records; 1 for a solo run) and
+    episode table): one row per spec of each folder's ``sweep.json`` (``status``: done / failed / running /
+    interrupted / missing) and per run folder present that the manifest does not list (a second sweep into the
+    same folder rewrites ``sweep.json``), plus ``population`` (the population size the run's summary records; 1 for a solo run) and
     ``run_dir``. An agent with one set of overrides in the whole table (a straggler preset) is named by the agent
     alone in ``scheme``.
 
@@ -452,7 +452,9 @@ def report(folder: Path, *, include: list[Path] = (), allow_mixed_code: bool = F
              "and Holm's correction, and only those that survive it are called significant. Our canonical traces "
              "are reconstructions of the paper's (docs/traces.md): compare ranks and gaps, not absolute values.", "",
              f"**Status**: {len(runs)} runs in the sweep: {status.get('done', 0)} finished, "
-             f"{status.get('failed', 0)} failed, {status.get('missing', 0)} not run yet (or running); "
+             f"{status.get('failed', 0)} failed, "
+             + "".join(f"{status[k]} {k}, " for k in ("running", "interrupted") if status.get(k))
+             + f"{status.get('missing', 0)} not run yet; "
              f"{done_cells} of {n_cells} (env, trace, agent) cells have at least one finished seed.", ""]
     windy = runs[runs["env"] != STRAGGLER_ENV]
     lines += ["## Lifelong return per cell (paper Tables 5-8)", ""] + cell_tables(runs, comp)

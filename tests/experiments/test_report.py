@@ -501,3 +501,19 @@ def test_store_records_population_size(tmp_path):
         (d / "summary.json").write_text(json.dumps(summary))
     runs, _ = collect(tmp_path, episodes=False)
     assert dict(zip(runs.run_id, runs.population_size)) == {"a2c-s0": 3, "a2c-s1": 1}
+
+
+def test_header_counts_every_state_and_names_finished_runs_without_a_return(tmp_path):
+    runs = make_runs({("wind-1", "lcpo"): [-10.0, -11.0, -12.0], ("wind-1", "a2c"): [-20.0, -21.0, np.nan]})
+    extra = runs.iloc[[0, 0, 0]].copy()
+    extra["run_id"] = ["r-running", "r-interrupted", "r-missing"]
+    extra["status"] = ["running", "interrupted", "missing"]
+    extra["lifelong_return"] = np.nan
+    runs = pd.concat([runs, extra], ignore_index=True)
+    text = write_report(runs, pd.DataFrame(), tmp_path).read_text()
+    assert ("9 runs: 6 done, 1 running, 1 interrupted (started, not running: rerun the sweep or `lcpo resume` to "
+            "continue), 1 not started.") in text
+    assert ("1 finished run(s) have no lifelong return (no episode ended after the warm-up, or summary.json "
+            "records none) and are left out of every cell: wind-1-a2c-2.") in text
+    table = pd.read_csv(tmp_path / "lifelong_return.csv").set_index("scheme")
+    assert table.loc["a2c", "n"] == 2 and table.loc["lcpo", "n"] == 3

@@ -86,3 +86,49 @@ def test_report_reads_a_folder_of_lcpo_run_outputs(tmp_path):
     assert lcpo_mean == pytest.approx((by_run["lcpo-s0"] + by_run["lcpo-s1"]) / 2)
     with pytest.raises(FileNotFoundError, match="no `lcpo run` output folders"):
         collect(tmp_path / "runs" / "notes")
+
+
+def _one_run_sweep(tmp_path):
+    d = {"name": "t", "steps": 1000, "seeds": 2, "envs": ["lcpo/WindyPendulum-v0"], "traces": ["wind-1"],
+         "agents": ["a2c"]}
+    specs = expand(parse_config(d, executor=FAKE), executor=FAKE)
+    run_sweep(specs[:1], tmp_path, workers=1, executor=FAKE, progress=False, write_store=False)
+    manifest = json.loads((tmp_path / "sweep.json").read_text())
+    manifest["specs"].append({"run_id": specs[1].run_id, "config": dict(specs[1].config)})
+    (tmp_path / "sweep.json").write_text(json.dumps(manifest))
+    return specs
+
+
+def test_started_runs_are_running_while_locked_and_interrupted_after(tmp_path):
+    from lcpo.persistence.runlock import RunLock
+
+    specs = _one_run_sweep(tmp_path)
+    second = run_dir(tmp_path, specs[1].run_id)
+    assert collect(tmp_path)[0].set_index("run_id").loc[specs[1].run_id, "status"] == "missing"
+    second.mkdir()
+    (second / "config.json").write_text(json.dumps({"run": dict(specs[1].config)}))
+    with RunLock(second):
+        holder = (second / ".lock").read_text()
+        assert collect(tmp_path)[0].set_index("run_id").loc[specs[1].run_id, "status"] == "running"
+        assert (second / ".lock").read_text() == holder  # probed, not written
+    runs = collect(tmp_path)[0].set_index("run_id")
+    assert runs.loc[specs[1].run_id, "status"] == "interrupted"
+    assert runs.loc[specs[0].run_id, "status"] == "done"
+
+
+@pytest.mark.parametrize("bad", ['"abc"', "true", "[1]"])
+def test_a_summary_field_that_is_not_a_number_names_the_file(tmp_path, bad):
+    specs = _one_run_sweep(tmp_path)
+    path = run_dir(tmp_path, specs[0].run_id) / "summary.json"
+    path.write_text(path.read_text().replace('"lifelong_return":', f'"lifelong_return": {bad}, "_old":', 1))
+    with pytest.raises(ValueError, match=r"summary\.json: lifelong_return must be a number, got ") as err:
+        collect(tmp_path)
+    assert str(path) in str(err.value)
+
+
+def test_a_summary_that_is_not_an_object_names_the_file(tmp_path):
+    specs = _one_run_sweep(tmp_path)
+    path = run_dir(tmp_path, specs[0].run_id) / "summary.json"
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"summary\.json: malformed: a JSON object was expected, got list"):
+        collect(tmp_path)

@@ -110,6 +110,19 @@ def _done(runs: pd.DataFrame) -> pd.DataFrame:
     return done.copy()
 
 
+#: Order and wording of the run states in the report's first sentence (the store's ``status`` values).
+_STATUS_WORDS = (("done", "done"), ("failed", "failed"), ("running", "running"),
+                 ("interrupted", "interrupted (started, not running: rerun the sweep or `lcpo resume` to continue)"),
+                 ("missing", "not started"))
+
+
+def _status_text(status: dict) -> str:
+    """``"3 done, 1 running, 2 not started"`` from the store's status counts (zero counts left out)."""
+    words = dict(_STATUS_WORDS)
+    order = [k for k, _ in _STATUS_WORDS] + sorted(set(status) - set(words))
+    return ", ".join(f"{status[k]} {words.get(k, k)}" for k in order if status.get(k))
+
+
 def _cell_name(key) -> str:
     """A cell's name in messages: its key values joined by ``/`` (the env's namespace dropped)."""
     key = key if isinstance(key, tuple) else (key,)
@@ -929,7 +942,7 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
     steps = float(np.nansum(runs["steps_done"].to_numpy(dtype=float)))
     pct = round(confidence * 100)
     md = [f"# {title}", "",
-          (f"{len(runs)} runs: " + ", ".join(f"{v} {k}" for k, v in sorted(status.items())) + ". "
+          (f"{len(runs)} runs: {_status_text(status)}. "
            f"{int(steps):,} environment steps in {_duration(wall)} of summed process wall time (a population's "
            f"wall time counted once, not once per seed; {steps / wall if wall > 0 else float('nan'):,.0f} "
            f"environment steps per wall-second of a process on average)."), "",
@@ -941,6 +954,11 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
            f"row, only when its interval lies above every other online scheme's and every online scheme of the "
            f"row has at least {MIN_SEEDS_FOR_MARK} seeds. A difference without a mark is not significant: "
            f"it is no lead."), "", _seeds_text(table), "", _code_text(code), ""]
+    unscored = runs[(runs["status"] == "done") & ~runs.index.isin(done.index)]
+    if not unscored.empty:
+        md += [(f"{len(unscored)} finished run(s) have no lifelong return (no episode ended after the warm-up, or "
+                f"summary.json records none) and are left out of every cell: "
+                f"{', '.join(unscored['run_id'].astype(str))}."), ""]
     if done.empty:
         md += ["No finished runs yet.", ""]
     else:

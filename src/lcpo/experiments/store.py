@@ -6,7 +6,10 @@
 column                 meaning
 =====================  ==========================================================================
 run_id                 folder name under ``RUNS_DIR/runs``
-status                 ``done`` (summary.json present), ``failed`` (error.json), ``missing`` (neither)
+status                 ``done`` (summary.json present), ``failed`` (error.json), ``running`` (neither, and a
+                       process holds the run folder's lock now), ``interrupted`` (neither, the folder
+                       exists and nobody holds it: the run started and stopped; rerunning the sweep or
+                       ``lcpo resume`` continues it), ``missing`` (no run folder: not started)
 env, trace, agent      from the resolved config (a run without a named trace: the trace its summary
                        records, e.g. ``ndbc-46002`` for ``lcpo run``'s default)
 trace_length, steps,   from the configuration the run ran with (its summary's; else the sweep's spec):
@@ -72,11 +75,45 @@ def scheme_label(agent: str, overrides: Mapping[str, Any] | None) -> str:
 
 def _read_json(path: Path) -> dict | None:
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except FileNotFoundError:
         return None
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: malformed JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: malformed: a JSON object was expected, got {type(data).__name__}")
+    return data
+
+
+def _summary_number(path: Path, key: str, value: Any) -> float | int:
+    """``value`` of summary field ``key`` as a number (None: NaN); one line naming the file otherwise."""
+    if value is None:
+        return np.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{path}: {key} must be a number, got {value!r}")
+    return value
+
+
+def _lock_held(folder: Path) -> bool:
+    """Whether a process holds ``folder``'s run lock now (:mod:`lcpo.persistence.runlock`), probed read-only:
+    the lock file is opened for reading and a shared lock tried and dropped at once, so nothing is written."""
+    import fcntl
+
+    from lcpo.persistence.runlock import LOCK_NAME
+
+    try:
+        fh = open(folder / LOCK_NAME, "rb")  # noqa: SIM115 - closed below
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return False
+    finally:
+        fh.close()
 
 
 def _is_run_folder(path: Path) -> bool:
@@ -174,7 +211,14 @@ def _run_row(runs_dir: Path, run_id: str, config: dict | None) -> dict[str, Any]
         if config is None:
             raise ValueError(f"{folder}: no config (no sweep.json entry, config.json, summary or error)")
     row: dict[str, Any] = {"run_id": run_id}
-    row["status"] = "done" if summary is not None else ("failed" if error is not None else "missing")
+    if summary is not None:
+        row["status"] = "done"
+    elif error is not None:
+        row["status"] = "failed"
+    elif folder.is_dir():
+        row["status"] = "running" if _lock_held(folder) else "interrupted"
+    else:
+        row["status"] = "missing"
     for key in _CONFIG_FIELDS:
         row[key] = config.get(key)
     if row["trace"] is None:  # the environment's default trace: the name the run recorded, else "default"
@@ -185,8 +229,8 @@ def _run_row(runs_dir: Path, run_id: str, config: dict | None) -> dict[str, Any]
         row[f"hp/{key}"] = value if isinstance(value, (int, float, str, bool)) else _fmt(value)
     row["env_kwargs"] = json.dumps(config.get("env_kwargs") or {}, sort_keys=True)
     for key in SUMMARY_FIELDS:
-        value = (summary or {}).get(key, np.nan)
-        row["steps_done" if key == "steps" else key] = np.nan if value is None else value
+        value = _summary_number(folder / "summary.json", key, (summary or {}).get(key))
+        row["steps_done" if key == "steps" else key] = value
     population = (summary or {}).get("population")
     size = population.get("size") if isinstance(population, dict) else None
     row["population_size"] = int(size) if isinstance(size, int) and size >= 1 else 1
@@ -216,7 +260,8 @@ def collect(runs_dir: str | Path, run_ids: Sequence[str] | None = None,
 
     Raises:
         FileNotFoundError: if ``runs_dir`` is not a sweep folder.
-        ValueError: for a malformed summary/error/config JSON (message names the file).
+        ValueError: for a malformed summary/error/config JSON, or a summary field of :data:`SUMMARY_FIELDS` that
+            is not a number (message names the file and the field).
     """
     runs_dir = Path(runs_dir)
     specs = _manifest_specs(runs_dir)
