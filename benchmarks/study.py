@@ -344,6 +344,7 @@ def forgetting_lines(folders: list[Path], out: Path, regimes: int, episodes: int
         for k in ("refs", "traces"):
             merged[k] = {**merged[k], **extra[k]}
         merged["without"] = sorted([*merged["without"], *extra["without"]])
+        merged["without_reasons"] = {**merged["without_reasons"], **extra["without_reasons"]}
         merged["seconds"] += extra["seconds"]
         merged["computed_seconds"] += extra["computed_seconds"]
         merged["cached"] += extra["cached"]

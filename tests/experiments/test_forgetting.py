@@ -405,3 +405,35 @@ def test_lcpo_forgetting_refuses_an_unwritable_out_in_one_line_before_any_work(t
     err = capsys.readouterr().err
     assert err.startswith("lcpo forgetting: error: ") and "regfile" in err and "is a file" in err
     assert err.count("\n") == 1 and not (tmp_path / "runs" / "forgetting").exists()
+
+
+def test_regimes_beyond_the_trace_rows_or_the_cap_are_refused_in_one_line():
+    from lcpo.experiments.forgetting import MAX_REGIMES
+
+    levels = np.repeat(np.array([[0.0, 0.0], [3.0, 0.0]]), 20, axis=0)
+    with pytest.raises(ValueError, match=r"^regimes 41 exceed trace 'array''s 40 rows$"):
+        reference_contexts(levels, regimes=41)
+    with pytest.raises(ValueError, match=rf"^regimes {MAX_REGIMES + 1} exceed the {MAX_REGIMES} allowed"):
+        reference_contexts(np.zeros((1000, 2)), regimes=MAX_REGIMES + 1)
+    assert reference_contexts(levels, regimes=40).regimes == 2  # two distinct rows: two regimes, as documented
+
+
+def test_runs_left_out_are_named_with_their_own_reason_and_a_malformed_summary_is_refused(tmp_path, capsys):
+    from lcpo.experiments.forgetting import forgetting_section, forgetting_study
+
+    execute(_tiny(), tmp_path / "runs" / "a2c-s0")
+    execute(_tiny(seed=1), tmp_path / "runs" / "a2c-s1")
+    (tmp_path / "runs" / "a2c-s1" / "snapshots.npz").unlink()
+    study = forgetting_study(tmp_path / "runs", regimes=2, episodes=1, episode_steps=10)
+    assert study["without_reasons"] == {"a2c-s1": "no snapshots.npz in the run folder: made before runs kept "
+                                                  "snapshots, or the file was removed (`lcpo run` writes it for "
+                                                  "every agent with one acting network)"}
+    md = "\n".join(forgetting_section(study, tmp_path / "out"))
+    assert "1 finished run(s) are left out:" in md and "- no snapshots.npz in the run folder" in md
+    assert "(1): a2c-s1" in md and "an environment without a context trace" not in md
+    (tmp_path / "runs" / "a2c-s1" / "summary.json").write_text('{"lifelong_return": "high"}')
+    from lcpo.cli.main import main
+
+    assert main(["forgetting", str(tmp_path / "runs"), "--out", str(tmp_path / "o2")]) == 2
+    err = capsys.readouterr().err
+    assert "a2c-s1/summary.json: lifelong_return must be a number, got 'high'" in err and err.count("\n") == 1

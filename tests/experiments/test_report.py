@@ -100,6 +100,9 @@ def test_ablation_tables_for_varied_hyperparameters(tmp_path):
 def test_report_cli_errors(tmp_path, capsys):
     assert report_cli.main([str(tmp_path / "nope"), "--out", str(tmp_path / "r")]) == 2
     assert "no such sweep folder" in capsys.readouterr().err
+    (tmp_path / "sweep.toml").write_text("")
+    assert report_cli.main([str(tmp_path / "sweep.toml"), "--out", str(tmp_path / "r")]) == 2
+    assert "sweep.toml: a file, not a sweep folder" in capsys.readouterr().err
     assert report_cli.main([str(tmp_path), "--confidence", "1.5"]) == 2
 
 
@@ -517,3 +520,38 @@ def test_header_counts_every_state_and_names_finished_runs_without_a_return(tmp_
             "records none) and are left out of every cell: wind-1-a2c-2.") in text
     table = pd.read_csv(tmp_path / "lifelong_return.csv").set_index("scheme")
     assert table.loc["a2c", "n"] == 2 and table.loc["lcpo", "n"] == 3
+
+
+def test_two_schemes_get_no_iqm_or_profiles_but_keep_the_probability_of_improvement(tmp_path):
+    cells = {(t, s): [v, v + 5.0, v - 5.0] for t in ("wind-1", "wind-3") for s, v in (("lcpo", -100.0),
+                                                                                     ("a2c", -101.0))}
+    md = write_report(make_runs(cells), _EMPTY_EP, tmp_path).read_text()
+    assert "No IQM or performance profiles: with 2 scheme(s) in the block" in md
+    assert "IQM [95% CI]" not in md and not (tmp_path / "performance_profile.png").exists()
+    assert pd.read_csv(tmp_path / "iqm.csv").empty
+    assert "P(LCPO > baseline) [95% CI]" in md  # reads the returns, not the 0/1 normalization
+
+
+def test_a_normalized_zero_prints_as_zero_not_float_noise():
+    from lcpo.experiments.report import _denoised
+
+    assert _denoised(iqm=1.4210854715202004e-14, ci_low=-1e-15, ci_high=0.5 + 1e-14) == {
+        "iqm": 0.0, "ci_low": 0.0, "ci_high": 0.5}
+    assert str(_denoised(iqm=-1e-15)["iqm"]) == "0.0"  # no "-0.0"
+    assert np.isnan(_denoised(iqm=np.nan)["iqm"])
+
+
+def test_the_confidence_level_is_the_one_printed_everywhere(tmp_path):
+    cells = {("wind-1", s): [v, v + 1.0, v - 2.0] for s, v in (("lcpo", -100.0), ("a2c", -150.0), ("trpo", -120.0))}
+    md = write_report(make_runs(cells), _EMPTY_EP, tmp_path, confidence=0.9).read_text()
+    assert "95%" not in md.replace("simulated at the 95% level", "")
+    assert "lifelong return [90% CI]" in md and "IQM [90% CI]" in md and "The t interval's 90% coverage" in md
+
+
+def test_one_seed_cells_are_said_to_have_no_interval(tmp_path):
+    cells = {("wind-1", s): [v] for s, v in (("lcpo", -100.0), ("a2c", -150.0), ("trpo", -120.0))}
+    md = write_report(make_runs(cells), _EMPTY_EP, tmp_path).read_text()
+    assert "no cell has an interval and no difference is tested" in md and "coverage is exact" not in md
+    mixed = {**cells, ("wind-3", "lcpo"): [-1.0, -2.0]}
+    md = write_report(make_runs(mixed), _EMPTY_EP, tmp_path / "m").read_text()
+    assert "Cells with one seed have no interval and are not tested." in md

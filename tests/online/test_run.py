@@ -33,6 +33,7 @@ def test_summary_fields_and_files(tmp_path):
     eps = pd.read_csv(tmp_path / "r" / "episodes.csv")
     assert s["lifelong_return"] == pytest.approx(eps["return"].mean())
     assert json.loads((tmp_path / "r" / "summary.json").read_text()) == s
+    assert 0.0 < s["constrained_fraction"] <= 1.0 and 0.0 <= s["line_search_accept_fraction"] <= 1.0
 
 
 def test_warmup_excludes_early_episodes(tmp_path):
@@ -41,6 +42,13 @@ def test_warmup_excludes_early_episodes(tmp_path):
     eps = pd.read_csv(tmp_path / "a" / "episodes.csv")
     assert s_warm["lifelong_return"] == pytest.approx(eps["return"][eps["step"] > 1000].mean())
     assert s_all["lifelong_return"] != s_warm["lifelong_return"]
+    # A2C takes no constrained step and samples no OOD states: its fractions are none, not 0
+    assert (s_all["constrained_fraction"], s_all["line_search_accept_fraction"], s_all["ood_fraction"]) == (
+        None, None, None)
+    from lcpo.cli.run import _results_table
+
+    table = _results_table([(_cfg(agent="a2c", overrides={}), s_all, tmp_path / "a")]).splitlines()
+    assert table[0].split()[-1] == "constrained" and table[1].split()[-1] == "-"
 
 
 @pytest.mark.parametrize("agent", ["lcpo", "a2c"])

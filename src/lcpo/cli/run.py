@@ -286,6 +286,11 @@ def _execute_groups(planned, resume, progress, batch, device, vector, say, stop)
     return results
 
 
+def _fraction(value) -> str:
+    """A summary fraction for the table: two decimals, ``-`` where the agent has none (A2C's constrained steps)."""
+    return "-" if value is None else f"{value:.2f}"
+
+
 def _results_table(results: list) -> str:
     """The side-by-side table of ``(RunConfig, summary, out)`` results: agent, seed, lifelong return, episodes,
     steps/s, constrained fraction; with ``env`` and ``trace`` columns when the runs differ in them (a sweep
@@ -308,7 +313,7 @@ def _results_table(results: list) -> str:
     for i, (cfg, s, _) in enumerate(results):
         lead = "".join(f"{values[i]:<{wd}} " for (_, values), wd in zip(cols, widths))
         lines.append(f"{lead}{cfg.agent:<{w}} {cfg.seed:>4} {_fmt(s['lifelong_return']):>16} {s['episodes']:>9} "
-                     f"{s['steps_per_s']:>9.0f} {s['constrained_fraction']:>11.2f}")
+                     f"{s['steps_per_s']:>9.0f} {_fraction(s.get('constrained_fraction')):>11}")
     return "\n".join(lines)
 
 

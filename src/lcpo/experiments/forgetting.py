@@ -50,7 +50,8 @@ from lcpo.experiments.stats import MeanCI
 
 __all__ = ["ReferenceContexts", "reference_contexts", "run_trace", "evaluate_snapshots", "forgetting_matrix",
            "backward_transfer", "active_regimes", "seed_interval", "forgetting_study", "write_forgetting",
-           "forgetting_section", "forgetting_comparisons", "FORGETTING_MEASURES", "append_forgetting_section", "MODES"]
+           "forgetting_section", "forgetting_comparisons", "FORGETTING_MEASURES", "append_forgetting_section", "MODES",
+           "MAX_REGIMES", "NO_ACTING_NETWORK"]
 
 #: Ways a regime is presented to a snapshot.
 MODES = ("constant", "window")
@@ -91,13 +92,19 @@ class ReferenceContexts:
         return self.centres[k][None, :] if self.windows is None else self.windows[k]
 
 
+#: Most regimes :func:`reference_contexts` makes: each one adds an evaluation episode per snapshot and episode of
+#: every run (32 snapshots x 64 regimes x 10 episodes: 20,480 episodes, 8-17 min per run at docs/forgetting.md's measured rate).
+MAX_REGIMES = 64
+
+
 def reference_contexts(trace, regimes: int = 6, mode: str = "constant", episode_steps: int = 200,
                        seed: int = 0, max_points: int = 20_000, restarts: int = 10) -> ReferenceContexts:
     """The trace's context regimes and their reference contexts (see the module docstring).
 
     Args:
         trace: a :class:`lcpo.contexts.ContextTrace` (or ``(T, d)`` array).
-        regimes: number of k-means clusters (fewer if the trace has fewer distinct rows, or a cluster is empty).
+        regimes: number of k-means clusters, 1 to :data:`MAX_REGIMES` and at most the k-means sample's rows
+            (fewer are returned if the trace has fewer distinct rows, or a cluster is empty).
         mode: ``"constant"`` or ``"window"``.
         episode_steps: window length (``"window"`` mode).
         seed: k-means generator seed (fixed: the references must not depend on the run).
@@ -109,8 +116,8 @@ def reference_contexts(trace, regimes: int = 6, mode: str = "constant", episode_
         A :class:`ReferenceContexts`.
 
     Raises:
-        ValueError: for ``regimes < 1``, an unknown ``mode``, ``episode_steps < 1``, or a window longer than the
-            trace.
+        ValueError: for ``regimes`` outside 1 to :data:`MAX_REGIMES` or above the rows k-means sees, an unknown
+            ``mode``, ``episode_steps < 1``, or a window longer than the trace.
     """
     from scipy.cluster.vq import kmeans2
 
@@ -128,6 +135,11 @@ def reference_contexts(trace, regimes: int = 6, mode: str = "constant", episode_
     if mode == "window" and episode_steps > T:
         raise ValueError(f"window mode: episode_steps {episode_steps} exceed trace {tr.name!r}'s {T} rows")
     x = values[:: max(1, math.ceil(T / max_points))]
+    if regimes > MAX_REGIMES or regimes > len(x):
+        raise ValueError(f"regimes {regimes} exceed " + (
+            f"the {MAX_REGIMES} allowed (each regime adds snapshots x episodes evaluation episodes per run)"
+            if regimes > MAX_REGIMES else f"trace {tr.name!r}'s {len(x)} rows" + (
+                f" sampled for k-means (of {T})" if len(x) < T else "")))
     k = int(min(regimes, len(np.unique(x.round(9), axis=0))))
     if k > 1:
         rng, best = np.random.default_rng(seed), None
@@ -400,23 +412,40 @@ def seed_interval(values: Sequence[float] | np.ndarray, confidence: float = 0.95
     return MeanCI(m, m - half, m + half, int(x.size))
 
 
-def _find_runs(runs_dir: Path) -> tuple[list[Path], list[Path]]:
-    """(finished run folders with snapshots, finished run folders without), sorted: ``runs_dir`` itself if it is
-    a run folder, else the run folders of :func:`lcpo.experiments.store.runs_root` (a sweep's ``runs/``, or the
-    ``AGENT-sSEED/`` folders of ``lcpo run --out``), as ``lcpo report`` reads them.
+#: Agents that keep no snapshots: no single network chooses their actions (:func:`acting_module` is None).
+NO_ACTING_NETWORK = ("mbcd",)
+
+
+def _no_snapshot_reason(run: Path) -> str:
+    """Why finished run folder ``run`` has no ``snapshots.npz``, from its configuration."""
+    agent = str(_run_config(run).agent)
+    if agent in NO_ACTING_NETWORK:
+        return f"{agent} keeps no snapshots: no single network chooses its actions"
+    return ("no snapshots.npz in the run folder: made before runs kept snapshots, or the file was removed "
+            "(`lcpo run` writes it for every agent with one acting network)")
+
+
+def _find_runs(runs_dir: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """(finished run folders with snapshots, ``(run folder, reason)`` of the finished ones without), sorted:
+    ``runs_dir`` itself if it is a run folder, else the run folders of :func:`lcpo.experiments.store.runs_root`
+    (a sweep's ``runs/``, or the ``AGENT-sSEED/`` folders of ``lcpo run --out``), as ``lcpo report`` reads them.
+    Every summary.json is read, so a malformed one is refused here as by ``lcpo report``.
 
     Raises:
         FileNotFoundError: if ``runs_dir`` is none of these.
+        ValueError: a malformed ``summary.json`` (named).
     """
-    from lcpo.experiments.store import runs_root
+    from lcpo.experiments.store import read_summary, runs_root
 
     if (runs_dir / "summary.json").is_file():
         finished = [runs_dir]
     else:
         finished = sorted(p for p in runs_root(runs_dir).iterdir()
                           if (p / "summary.json").is_file() and (p / "config.json").is_file())
+    for p in finished:
+        read_summary(p / "summary.json")
     with_snaps = [p for p in finished if (p / "snapshots.npz").is_file()]
-    return with_snaps, [p for p in finished if p not in with_snaps]
+    return with_snaps, [(p, _no_snapshot_reason(p)) for p in finished if p not in with_snaps]
 
 
 def _evaluate_cached(run: Path, refs: ReferenceContexts, episodes: int, episode_steps: int, seed: int,
@@ -480,7 +509,7 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
         "summary": DataFrame (cell, scheme, n, final_F, final_F_low, final_F_high, mean_F, ..., bwt, ...,
         final_R, ...), "per_run": DataFrame (cell, scheme, seed, final_F, mean_F, bwt, final_R: one row per run,
         the values the summary's intervals are taken over), "refs": {cell: ReferenceContexts}, "traces": {cell: ContextTrace}, "without": [runs
-        without snapshots], "seconds": float (evaluation seconds of every run, cached ones at the cost recorded
+        left out], "without_reasons": {run folder name: why it is left out}, "seconds": float (evaluation seconds of every run, cached ones at the cost recorded
         when they were first evaluated), "computed_seconds": float (the evaluations this call ran), "cached": int
         (runs read from ``cache_dir``), "evaluations": int (snapshot x regime x episode)}``.
 
@@ -495,6 +524,7 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
     if not runs_dir.exists():
         raise FileNotFoundError(f"{runs_dir}: no such folder")
     with_snaps, without = _find_runs(runs_dir)
+    without = list(without)
     refs_of: dict[tuple, ReferenceContexts] = {}
     cells: dict[str, ReferenceContexts] = {}
     traces: dict[str, object] = {}
@@ -506,7 +536,7 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
         try:
             trace = run_trace(cfg)
         except ValueError:
-            without.append(run)
+            without.append((run, f"no context trace: {cfg.env} (trace {cfg.trace!r}) is not driven by one"))
             continue
         label = f"{cfg.env.split('/')[-1]} {trace.name}"
         if cfg.env_kwargs:
@@ -554,7 +584,8 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
                                       for s in ("", "_low", "_high")]
     return {"matrix": matrix, "summary": pd.DataFrame(out, columns=cols), "per_run": per, "refs": cells,
             "traces": traces,
-            "without": sorted(without), "seconds": seconds, "computed_seconds": computed, "cached": cached,
+            "without": sorted(r for r, _ in without), "without_reasons": {r.name: why for r, why in without},
+            "seconds": seconds, "computed_seconds": computed, "cached": cached,
             "evaluations": evaluations,
             "settings": {"regimes": regimes, "mode": mode, "episodes": episodes, "episode_steps": episode_steps,
                          "seed": seed, "rule": rule or "the agent's own", "confidence": confidence}}
@@ -762,9 +793,14 @@ def forgetting_section(study: dict, out_dir: str | Path, heading: str = "##") ->
             centres = ", ".join(f"{k}: ({', '.join(f'{v:.2f}' for v in c)})" for k, c in enumerate(refs.centres))
             md += [f"Regime centres of `{cell}` (trace units): {centres}.", "", f"![{cell}]({name})", ""]
     if study["without"]:
-        md += [f"{len(study['without'])} finished run(s) keep no snapshots (made before issue 27, an agent "
-               "without a single acting network, or an environment without a context trace) and are left out.",
-               ""]
+        reasons = study.get("without_reasons") or {}
+        by_reason: dict[str, list[str]] = {}
+        for run in study["without"]:
+            by_reason.setdefault(reasons.get(Path(run).name, "no snapshots"), []).append(Path(run).name)
+        md += [f"{len(study['without'])} finished run(s) are left out:", ""]
+        md += [f"- {why} ({len(names)}): {', '.join(names[:6])}" + (f", and {len(names) - 6} more" if len(names) > 6
+                                                                     else "") for why, names in by_reason.items()]
+        md += [""]
     return md
 
 

@@ -4,8 +4,8 @@ Written into the output folder (``lcpo report RUNS_DIR --out DIR``):
 
 - ``report.md``: the index: sweep size and status, compute time, the tables below in Markdown, LCPO's rank on
   every (env, trace), failures, links to the figures.
-- ``lifelong_return.csv``: long table (one row per row key x scheme): n seeds, mean lifelong return, 95%
-  Student-t interval (:func:`lcpo.experiments.stats.t_interval`; none for a one-seed cell).
+- ``lifelong_return.csv``: long table (one row per row key x scheme): n seeds, mean lifelong return, Student-t
+  interval at the report's confidence (95% by default) (:func:`lcpo.experiments.stats.t_interval`; none for a one-seed cell).
   In ``report.md`` one table per environment like paper Tables 5-8: rows = traces, columns = online schemes
   plus a *best prescient* column (when ``prescient-*`` agents are present); a baseline's value carries
   :data:`MARK_BELOW_LCPO` / :data:`MARK_ABOVE_LCPO` when LCPO is significantly above / below it (below); the
@@ -15,7 +15,9 @@ Written into the output folder (``lcpo report RUNS_DIR --out DIR``):
 - ``comparisons.csv``: :func:`comparison_table`, LCPO against each online baseline per row: Welch's t-test,
   Holm-adjusted over every pair of the report, and the verdict.
 - ``iqm.csv``, ``probability_of_improvement.csv``, ``performance_profile.png``: :func:`across_cells`, the
-  aggregates of Agarwal et al. (2021) over rows of min-max normalized runs, with stratified-bootstrap intervals.
+  aggregates of Agarwal et al. (2021) over rows of min-max normalized runs, with stratified-bootstrap intervals. The IQM and the profiles need
+  :data:`MIN_SCHEMES_FOR_CDF` online schemes or more (with two, min-max normalization puts their means at 0 and 1
+  in every row); with fewer ``iqm.csv`` holds its header only and the report says why.
 - Provenance: the commits the runs recorded (:func:`check_code`); a cell whose seeds ran on different commits
   is refused (:class:`lcpo.persistence.provenance.MixedCodeError`) unless ``allow_mixed_code`` is given, and
   then the report names it.
@@ -391,6 +393,7 @@ def across_cells(runs: pd.DataFrame, table: pd.DataFrame, confidence: float = 0.
         the block], "field": [the schemes whose means set the normalization], "left_out_schemes": {scheme: n rows
         it finished}, "left_out_rows": {row name: [block schemes missing there]}}``; intervals are NaN where every
         cell of a scheme has one seed.
+        IQM, P(LCPO > X) and their bounds are rounded to 12 decimals (the normalization's float error lies below).
     """
     done = _done(runs)
     keys = _row_keys(runs)
@@ -421,7 +424,7 @@ def across_cells(runs: pd.DataFrame, table: pd.DataFrame, confidence: float = 0.
             lo, hi = ci.low, ci.high
         else:
             ci, lo, hi = MeanCI(iqm(c), np.nan, np.nan, sum(v.size for v in c.values())), np.nan, np.nan
-        iqm_rows.append({"scheme": s, "cells": len(c), "runs": ci.n, "iqm": ci.mean, "ci_low": lo, "ci_high": hi})
+        iqm_rows.append({"scheme": s, "cells": len(c), "runs": ci.n, **_denoised(iqm=ci.mean, ci_low=lo, ci_high=hi)})
         profiles[s] = (taus, *performance_profile(c, taus, n_resamples=n_resamples, confidence=confidence,
                                                   seed=seed + i))
     for lc in _lcpo_schemes(online):
@@ -438,11 +441,17 @@ def across_cells(runs: pd.DataFrame, table: pd.DataFrame, confidence: float = 0.
                 lo, hi = ci.low, ci.high
             else:
                 ci, lo, hi = MeanCI(probability_of_improvement(xs, ys), np.nan, np.nan, len(common)), np.nan, np.nan
-            poi_rows.append({"scheme": lc, "baseline": b, "cells": len(common), "poi": ci.mean, "ci_low": lo,
-                             "ci_high": hi})
+            poi_rows.append({"scheme": lc, "baseline": b, "cells": len(common),
+                             **_denoised(poi=ci.mean, ci_low=lo, ci_high=hi)})
     return {"iqm": pd.DataFrame(iqm_rows), "poi": pd.DataFrame(poi_rows), "profiles": profiles, "rows": rows,
             "field": field, "left_out_schemes": {s: len(scores[s]) for s in online if s not in block},
             "left_out_rows": {r: [s for s in block if r not in scores[s]] for r in all_rows if r not in rows}}
+
+
+def _denoised(**values: float) -> dict[str, float]:
+    """Normalized aggregates rounded to 12 decimals: min-max normalization's float error (about 1e-14, e.g. an
+    IQM of 1.4e-14 for a scheme whose every run scored 0) is not a value to print."""
+    return {k: (float(np.round(v, 12)) + 0.0 if np.isfinite(v) else v) for k, v in values.items()}
 
 
 def _profile_figure(profiles: dict, path: Path, confidence: float) -> None:
@@ -509,16 +518,21 @@ def _cell(mean: float, low: float, high: float) -> str:
     return f"{_num(mean)} [{_num(low)}, {_num(high)}]"
 
 
-def _seeds_text(table: pd.DataFrame) -> str:
+def _seeds_text(table: pd.DataFrame, confidence: float = 0.95) -> str:
     """Report sentence stating the seeds per cell and what the t interval's coverage is."""
     if table.empty:
         return "Seeds per cell: none finished yet."
     n_min, n_max = int(table["n"].min()), int(table["n"].max())
     count = (f"Every cell averages {n_min} seed{'s' if n_min != 1 else ''}" if n_min == n_max
              else f"Cells average {n_min} to {n_max} seeds (each cell shows its n)")
-    return (f"{count} (column n of lifelong_return.csv). The t interval's coverage is exact for normal scores "
-            f"at any n >= 2 (simulated: about 95% at 3, 5 and 10 seeds; tests/experiments/test_stats.py); with few "
-            f"seeds it is wide, as it should be.")
+    if n_max < 2:
+        return (f"{count} (column n of lifelong_return.csv): no cell has an interval and no difference is tested; "
+                "a single seed says nothing about the spread between seeds.")
+    simulated = " (simulated: about 95% at 3, 5 and 10 seeds; tests/experiments/test_stats.py)" \
+        if round(confidence, 6) == 0.95 else ""
+    ones = (" Cells with one seed have no interval and are not tested." if n_min < 2 else "")
+    return (f"{count} (column n of lifelong_return.csv). The t interval's {round(confidence * 100)}% coverage is "
+            f"exact for normal scores at any n >= 2{simulated}; with few seeds it is wide, as it should be.{ones}")
 
 
 def process_wall_time(runs: pd.DataFrame) -> float:
@@ -629,14 +643,14 @@ def _main_tables(table: pd.DataFrame, ranks: pd.DataFrame, schemes: list[str],
     return "\n\n".join(sections)
 
 
-def _lcpo_ranks(ranks: pd.DataFrame) -> str:
+def _lcpo_ranks(ranks: pd.DataFrame, confidence: float = 0.95) -> str:
     lc = ranks[ranks["agent"] == "lcpo"]
     if lc.empty:
         return "No LCPO runs in this sweep."
     keys = _keys_of(ranks)
     rows = [[*(str(getattr(r, k)) for k in keys), r.scheme, f"{r.rank} of {r.of}", _cell(r.mean, r.ci_low, r.ci_high)]
             for r in lc.itertuples()]
-    return _md_table(keys + ["scheme", "rank", "lifelong return [95% CI]"], rows)
+    return _md_table(keys + ["scheme", "rank", f"lifelong return [{round(confidence * 100)}% CI]"], rows)
 
 
 _LINESTYLES = ("-", "--", ":", "-.")
@@ -722,7 +736,7 @@ def _ablations(done: pd.DataFrame, out_dir: Path, confidence: float, seed: int) 
             if numeric and (tab[name] > 0).all() and tab[name].max() / tab[name].min() >= 10:
                 ax.set_xscale("log")
             ax.set_xlabel(name)
-            ax.set_ylabel("lifelong return (mean, 95% CI)")
+            ax.set_ylabel(f"lifelong return (mean, {round(confidence * 100)}% CI)")
             ax.set_title(f"{agent}: {name} ablation")
             ax.legend(fontsize=6)
             fig.tight_layout()
@@ -730,7 +744,7 @@ def _ablations(done: pd.DataFrame, out_dir: Path, confidence: float, seed: int) 
             plt.close(fig)
             md_rows = [[*(str(row[k]) for k in keys), str(row[name]), str(row["n"]),
                         _cell(row["mean"], row["ci_low"], row["ci_high"])] for row in tab.to_dict("records")]
-            md = _md_table(keys + [name, "n", "lifelong return [95% CI]"], md_rows)
+            md = _md_table(keys + [name, "n", f"lifelong return [{round(confidence * 100)}% CI]"], md_rows)
             results.append((f"{agent}: {name}", csv_path, png_path, md))
     return results
 
@@ -855,6 +869,8 @@ def _across_md(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, confidenc
     if agg["iqm"].empty and agg["poi"].empty:
         return []
     pct = round(confidence * 100)
+    coverage = ("about 85% actual coverage at 3 seeds per row, 93% at 10; " if round(confidence, 6) == 0.95 else
+                "simulated at the 95% level: about 85% at 3 seeds per row, 93% at 10; ")
     left = ""
     if agg["left_out_schemes"]:
         left += (" Left out of the IQM and the profiles: " + ", ".join(
@@ -869,14 +885,21 @@ def _across_md(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, confidenc
            f"same field.{left} "
            f"Each run's lifelong return min-max normalized by its row's lowest and highest mean over the block's "
            f"schemes (and prescient schemes that finished in every block row). IQM: the mean of the middle 50% of "
-           f"a scheme's normalized runs, pooled over the block's rows, with a {pct}% stratified-bootstrap interval (seeds resampled within each row, 2,000 resamples, "
-           f"generator seed {seed}; about 85% actual coverage at 3 seeds per row, 93% at 10: "
-           f"lcpo.experiments.stats.iqm_ci). P(LCPO > baseline): per row the Mann-Whitney U of LCPO's seeds over "
+           f"a scheme's normalized runs, pooled over the block's rows, with a {pct}% stratified-bootstrap "
+           f"interval (seeds resampled within each row, 2,000 resamples, generator seed {seed}; it covers less "
+           f"than its level with few seeds per row: {coverage}lcpo.experiments.stats.iqm_ci). P(LCPO > baseline): per row the Mann-Whitney U of LCPO's seeds over "
            f"the baseline's divided by n m, averaged over the two schemes' common rows (any scheme, block or "
            f"not), with the same bootstrap. An "
            f"interval is '-' when every row of the scheme has one seed."), ""]
+    few = len(agg["iqm"]) < MIN_SCHEMES_FOR_CDF
     if agg["iqm"].empty:
         md += ["No two online schemes finished in a common row with the LCPO scheme: no IQM or profiles."]
+    elif few:
+        md += [(f"No IQM or performance profiles: with {len(agg['iqm'])} scheme(s) in the block, min-max "
+                "normalization by the schemes' means puts one scheme's mean at 0 and the other's at 1 in every row, "
+                "so their IQMs say only which mean is higher (compare the intervals and tests above; the "
+                f"aggregates need {MIN_SCHEMES_FOR_CDF} schemes or more). P(LCPO > baseline) reads the returns "
+                "themselves and stays.")]
     else:
         md += [_md_table(["scheme", "rows", "runs", f"IQM [{pct}% CI]"],
                          [[r.scheme, r.cells, r.runs, _cell(r.iqm, r.ci_low, r.ci_high)]
@@ -885,9 +908,9 @@ def _across_md(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, confidenc
         md += ["", _md_table(["LCPO", "baseline", "common rows", f"P(LCPO > baseline) [{pct}% CI]"],
                              [[r.scheme, r.baseline, r.cells, _cell(r.poi, r.ci_low, r.ci_high)]
                               for r in agg["poi"].itertuples()])]
-    agg["iqm"].to_csv(out_dir / "iqm.csv", index=False)
+    (agg["iqm"].iloc[0:0] if few else agg["iqm"]).to_csv(out_dir / "iqm.csv", index=False)
     agg["poi"].to_csv(out_dir / "probability_of_improvement.csv", index=False)
-    if agg["profiles"]:
+    if agg["profiles"] and not few:
         _profile_figure(agg["profiles"], out_dir / "performance_profile.png", confidence)
         md += ["", "![performance profiles](performance_profile.png)"]
     md += ["", "CSV: [iqm.csv](iqm.csv), [probability_of_improvement.csv](probability_of_improvement.csv)", ""]
@@ -953,7 +976,7 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
            f"error {1 - confidence:.2g}; table 'LCPO against each baseline'). Bold: the best online scheme of a "
            f"row, only when its interval lies above every other online scheme's and every online scheme of the "
            f"row has at least {MIN_SEEDS_FOR_MARK} seeds. A difference without a mark is not significant: "
-           f"it is no lead."), "", _seeds_text(table), "", _code_text(code), ""]
+           f"it is no lead."), "", _seeds_text(table, confidence), "", _code_text(code), ""]
     unscored = runs[(runs["status"] == "done") & ~runs.index.isin(done.index)]
     if not unscored.empty:
         md += [(f"{len(unscored)} finished run(s) have no lifelong return (no episode ended after the warm-up, or "
@@ -972,7 +995,7 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
                     f"constant over their seeds, are not tested."), "",
                    _comparison_md(comp), "", "CSV: [comparisons.csv](comparisons.csv)", ""]
         md += [
-               "## LCPO's rank among the online agents", "", _lcpo_ranks(ranks), "",
+               "## LCPO's rank among the online agents", "", _lcpo_ranks(ranks, confidence), "",
                "CSV: [ranks.csv](ranks.csv)", ""]
         online = [s for s in schemes if s in set(norm["scheme"])]
         md += ["## Normalized lifelong return (paper Figure 3)", "",
@@ -1042,6 +1065,8 @@ def report(runs_dir: str | Path, out_dir: str | Path, *, confidence: float = 0.9
         MixedCodeError: see :func:`write_report`.
     """
     runs_dir = Path(runs_dir)
+    if runs_dir.exists() and not runs_dir.is_dir():
+        raise FileNotFoundError(f"{runs_dir}: a file, not a sweep folder (give the folder that holds sweep.json)")
     if not runs_dir.is_dir():
         raise FileNotFoundError(f"{runs_dir}: no such sweep folder")
     runs, episodes = load_store(runs_dir, write=False)

@@ -50,7 +50,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["SUMMARY_FIELDS", "check_folder_for", "collect", "load_store", "runs_root", "scheme_label", "write_store"]
+__all__ = ["SUMMARY_FIELDS", "check_folder_for", "collect", "load_store", "read_summary", "runs_root", "scheme_label",
+           "write_store"]
 
 #: summary.json fields copied into the per-run table (``steps`` is renamed ``steps_done``).
 SUMMARY_FIELDS = ("lifelong_return", "episodes", "steps", "wall_time_s", "wall_share_s", "steps_per_s",
@@ -83,6 +84,20 @@ def _read_json(path: Path) -> dict | None:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: malformed: a JSON object was expected, got {type(data).__name__}")
     return data
+
+
+def read_summary(path: str | Path) -> dict | None:
+    """A run's ``summary.json`` (None if absent), checked as the store reads it.
+
+    Raises:
+        ValueError: one line naming the file: not JSON, not an object, or a field of :data:`SUMMARY_FIELDS`
+            that is not a number (null stands for none).
+    """
+    path = Path(path)
+    summary = _read_json(path)
+    for key in SUMMARY_FIELDS:
+        _summary_number(path, key, (summary or {}).get(key))
+    return summary
 
 
 def _summary_number(path: Path, key: str, value: Any) -> float | int:
@@ -199,7 +214,7 @@ def _diagnostic_means(path: Path) -> dict[str, float]:
 
 def _run_row(runs_dir: Path, run_id: str, config: dict | None) -> dict[str, Any]:
     folder = runs_root(runs_dir) / run_id
-    summary = _read_json(folder / "summary.json")
+    summary = read_summary(folder / "summary.json")
     error = _read_json(folder / "error.json")
     if isinstance((summary or {}).get("config"), dict):
         # what the run ran with: a finished run extended after its sweep (`lcpo resume RUNS_DIR --steps N`)

@@ -10,12 +10,16 @@ task), and the same run folder (:func:`execute_population` writes each seed's fo
 as any other run). Whether seed ``k`` is also *bitwise* the solo run depends on the agent population: the
 generic path (N single agents) is; a batch-native agent states its own tolerance (docs/population.md).
 
-Persistence: a population commits one checkpoint for all its seeds (``<population folder>/checkpoint``, a
-:class:`lcpo.persistence.checkpoint.RunCheckpoints`: generation folder + ``latest.json`` pointer, so a kill at
-any instant leaves either the previous or the new population state), then exports each seed's slice, in the
-single-run format, as that seed folder's own checkpoint. A resume takes, per seed, the later of the two (the
-population's, or the folder's own when the seed was continued alone), so it is exact after a crash between the
-population commit and the exports, and a seed folder can always be resumed on its own.
+Persistence: a population checkpoints as one unit without a second copy of any state (docs/population.md,
+"Persistence"). Every ``checkpoint_every`` steps each seed folder gets its new generation in the single-run format
+(``<seed folder>/checkpoint/step-...``, written and renamed into place, not yet pointed to); then the
+population's commit pointer ``<population folder>/population.json`` (:func:`population_folder`) is replaced
+atomically, naming every seed's generation and its SHA-256: the commit point; then each seed folder's own
+``checkpoint/latest.json`` is pointed to its generation. A kill at any instant leaves ``population.json`` naming
+the previous or the new population state, never a mix. A resume takes, per seed, the later of the generation the
+pointer names and the folder's own checkpoint (:func:`pointer_verdict`), so it is exact after a kill between the
+commit and the seed pointers, and a seed folder resumed on its own weighs the same two
+(:func:`pointer_for_folder`).
 
 Example:
     >>> from lcpo.online.population import Population

@@ -462,10 +462,13 @@ def run_summary(config: RunConfig, episodes: list, log: RunLog, *, steps: int, w
         "wall_share_s": wall if wall_share is None else wall_share,
         "steps_per_s": steps / wall if wall > 0 else None,
         "updates": log.updates,
-        "constrained_fraction": log.mean("train/constrained"),
+        # None where the agent never takes a constrained step or samples OOD states (A2C, PPO, DDQN...): a
+        # fraction of nothing, not 0
+        "constrained_fraction": log.mean("train/constrained") if "train/constrained" in log.totals else None,
         "line_search_accept_fraction": (log.totals.get("train/line_search_ok", 0.0)
-                                        / max(1.0, log.totals.get("train/constrained", 0.0))),
-        "ood_fraction": log.mean("ood/fraction"),
+                                        / max(1.0, log.totals["train/constrained"])
+                                        if "train/constrained" in log.totals else None),
+        "ood_fraction": log.mean("ood/fraction") if "ood/fraction" in log.totals else None,
         "resumed_from": resumed_from,
         "env_metrics": env_metrics,
         "trace": trace,
@@ -515,7 +518,8 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
         ``wall_time_s``, ``wall_share_s`` (this run's share of its processes' wall time: equal to
         ``wall_time_s`` for a run that always ran alone, the population's time divided by its size for the sessions
         it ran in one), ``steps_per_s``, ``constrained_fraction``, ``line_search_accept_fraction``,
-        ``ood_fraction``, ``resumed_from`` (the steps this run was resumed or extended from, ``[]`` if it ran
+        ``ood_fraction`` (these three None for an agent that never reports constrained steps / OOD sampling),
+        ``resumed_from`` (the steps this run was resumed or extended from, ``[]`` if it ran
         in one go), ``trace`` (the trace the environment ran on: ``{"name", "length", "unit"}``, e.g.
         ``ndbc-46002``, 575501 steps, for the default run; None if the environment exposes none),
         ``return_unit`` (what the lifelong return averages: ``"episode"``, or ``"200-step window"`` for a
