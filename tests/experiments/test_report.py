@@ -555,3 +555,13 @@ def test_one_seed_cells_are_said_to_have_no_interval(tmp_path):
     mixed = {**cells, ("wind-3", "lcpo"): [-1.0, -2.0]}
     md = write_report(make_runs(mixed), _EMPTY_EP, tmp_path / "m").read_text()
     assert "Cells with one seed have no interval and are not tested." in md
+
+
+def test_a_sweep_with_no_finished_run_gets_a_report_not_a_crash(tmp_path):
+    """The rank table selected columns instead of rows on an empty lifelong table (object-dtype mask): KeyError."""
+    runs = make_runs({("wind-1", "lcpo"): [np.nan, np.nan], ("wind-1", "prescient-sac"): [np.nan]})
+    runs["status"] = ["running", "running", "missing"]
+    runs["steps_done"] = runs["wall_time_s"] = np.nan  # what the store gives runs without a summary
+    text = write_report(runs, _EMPTY_EP, tmp_path).read_text()
+    assert "3 runs: 2 running, 1 not started. No compute recorded yet (no run has finished)." in text
+    assert "No finished runs yet." in text and "nan" not in text

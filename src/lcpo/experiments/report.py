@@ -233,7 +233,7 @@ def rank_table(table: pd.DataFrame) -> pd.DataFrame:
         report's bold mark).
     """
     keys = _keys_of(table)
-    online = table[~table["prescient"]].copy()
+    online = table[~table["prescient"].astype(bool)].copy()
     parts = []
     for _, grp in online.groupby(keys, sort=False, dropna=False):
         grp = grp.sort_values("mean", ascending=False).copy()
@@ -965,10 +965,11 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
     steps = float(np.nansum(runs["steps_done"].to_numpy(dtype=float)))
     pct = round(confidence * 100)
     md = [f"# {title}", "",
-          (f"{len(runs)} runs: {_status_text(status)}. "
-           f"{int(steps):,} environment steps in {_duration(wall)} of summed process wall time (a population's "
-           f"wall time counted once, not once per seed; {steps / wall if wall > 0 else float('nan'):,.0f} "
-           f"environment steps per wall-second of a process on average)."), "",
+          (f"{len(runs)} runs: {_status_text(status)}. " + (
+              f"{int(steps):,} environment steps in {_duration(wall)} of summed process wall time (a population's "
+              f"wall time counted once, not once per seed; {steps / wall:,.0f} environment steps per wall-second "
+              f"of a process on average)." if wall > 0 else "No compute recorded yet (no run has finished).")),
+          "",
           (f"Lifelong return: mean episodic return of the episodes ending after the warm-up, averaged over seeds, "
            f"with a {pct}% Student-t interval across seeds (mean +- t * s / sqrt(n); none for a one-seed cell). "
            f"{MARK_BELOW_LCPO} / {MARK_ABOVE_LCPO} after a baseline's value: LCPO is significantly above / "
