@@ -348,8 +348,85 @@ def test_batch_applies_steps_in_order_and_refuses_each_bad_one_alone(tmp_path):
         assert client.post("/v1/batch", json={"steps": []}).status_code == 422
         assert client.get("/v1/step").status_code == 405
         res = client.post("/v1/batch", json={"steps": [[1], None, {"stream": "c", "obs": [0, 0, 0]}]}).json()["results"]
-        assert [(x.get("status"), x.get("field")) for x in res[:2]] == [(400, "steps[0]"), (400, "steps[1]")]
+        assert [(x.get("status"), x.get("field")) for x in res[:2]] == [(422, "steps[0]"), (422, "steps[1]")]
         assert res[2]["decision"] == "d4"
+
+
+def test_a_batch_names_an_entry_that_is_no_object_and_the_keys_it_does_not_take(tmp_path):
+    """Before: an entry that is not an object read "the request body must be a JSON object" (400), and a body
+    with a key besides steps was refused naming the field "steps"."""
+    server, client = _serve(tmp_path)
+    with client:
+        res = client.post("/v1/batch", json={"steps": [{"stream": "a", "obs": [0, 0, 0]}, 1, "x", [1], None]}).json()
+        res = res["results"]
+        assert res[0]["decision"] == "d0"
+        assert res[3] == {"error": "steps[3] must be a JSON object (a step body), got array", "field": "steps[3]",
+                          "status": 422}
+        assert [(r["field"], r["error"].rsplit(", got ", 1)[1]) for r in res[1:]] == [
+            ("steps[1]", "number"), ("steps[2]", "string"), ("steps[3]", "array"), ("steps[4]", "null")]
+        records = server.state.records
+        for body, status, want in (
+                ({"steps": [], "foo": 1}, 422, {"error": "unknown field 'foo'; allowed: steps", "field": "foo"}),
+                ({"steps": [{"stream": "b", "obs": [0, 0, 0]}], "foo": 1, "bar": 2}, 422,
+                 {"error": "unknown fields 'bar', 'foo'; allowed: steps", "field": "bar"}),
+                ({}, 422, {"error": "missing field 'steps'", "field": "steps"}),
+                ([{"stream": "b", "obs": [0, 0, 0]}], 400,
+                 {"error": "the request body must be a JSON object, got array", "field": "body"})):
+            r = client.post("/v1/batch", json=body)
+            assert (r.status_code, r.json()) == (status, want), body
+        assert server.state.records == records  # nothing of a refused batch applied
+
+
+@pytest.mark.parametrize("path, raw, field, message", [
+    # a finite number outside the bounds [-5, 5]: was "obs[2] must be finite, got 1e+39"
+    ("/v1/step", b'{"stream": "s", "obs": [0, 0, 1e39], "reward": 1}', "obs[2]",
+     "obs[2] = 1e+39 is outside the observation space's bounds [-5.0, 5.0]"),
+    ("/v1/step", b'{"stream": "s", "obs": [0, -7.5, 0], "reward": 1}', "obs[1]",
+     "obs[1] = -7.5 is outside the observation space's bounds [-5.0, 5.0]"),
+    # integers beyond float64 (JSON numbers may have any number of digits): was "reward must be finite, got inf"
+    ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": 1' + b"0" * 400 + b"}", "reward",
+     "reward = 1e+400 is beyond float64's range (±1.8e308)"),
+    ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": -2' + b"0" * 400 + b"}", "reward",
+     "reward = -2e+400 is beyond float64's range (±1.8e308)"),
+    ("/v1/step", b'{"stream": "s", "obs": [0, 0, 1' + b"0" * 400 + b'], "reward": 1}', "obs[2]",
+     "obs[2] = 1e+400 is beyond float64's range (±1.8e308)"),
+    ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": 1, "info": {"gamma": 1' + b"0" * 400 + b"}}",
+     "info.gamma", "info.gamma = 1e+400 is beyond float64's range (±1.8e308)"),  # was a 500 (OverflowError)
+    ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": 1, "info": {"gamma": NaN}}', "info.gamma",
+     "info.gamma must be finite, got nan"),
+    ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": NaN}', "reward", "reward must be finite, got nan"),
+    ("/v1/batch", b'{"steps": [{"stream": "s", "obs": [0, 0, 0], "reward": 1' + b"0" * 400 + b"}]}",
+     "steps[0].reward", "reward = 1e+400 is beyond float64's range (±1.8e308)"),
+])
+def test_every_number_is_refused_for_its_own_reason_in_one_line(shared, path, raw, field, message):
+    server, client, folder = shared
+    records = server.state.records
+    r = client.post(path, content=raw, headers={"content-type": "application/json"})
+    if path == "/v1/batch":
+        assert r.status_code == 200 and r.json()["results"] == [{"error": message, "field": field, "status": 422}]
+    else:
+        assert r.status_code == 422 and r.json() == {"error": message, "field": field}
+    assert server.state.records == records
+
+
+def test_a_finite_observation_beyond_float32_in_an_unbounded_entry_is_named_as_such():
+    import gymnasium as gym
+
+    from lcpo.serve.protocol import RequestError, Spaces
+
+    spaces = Spaces(gym.spaces.Box(np.float32([-1, -np.inf]), np.float32([1, np.inf])), gym.spaces.Discrete(2))
+    for value, message in (([0, 1e39], "obs[1] = 1e+39 is beyond float32's range (±3.4e38), in which "
+                                       "observations are stored"),  # was "obs[1] must be finite, got 1e+39"
+                           ([0, -(10 ** 39)], "obs[1] = -1e+39 is beyond float32's range (±3.4e38), in which "
+                                              "observations are stored"),
+                           ([2, 1e38], "obs[0] = 2 is outside the observation space's bounds [-1.0, 1.0]"),
+                           ([1e39, 0], "obs[0] = 1e+39 is outside the observation space's bounds [-1.0, 1.0]")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no overflow warning on the way
+            with pytest.raises(RequestError) as e:
+                spaces.obs(value, "obs")
+        assert (e.value.status, str(e.value)) == (422, message), value
+    assert spaces.obs([1, 3.4028235e38], "obs")[1] == np.finfo(np.float32).max  # float32's maximum as printed
 
 
 def test_acting_noise_is_the_agents_own_stream_and_survives_a_seek():
@@ -562,7 +639,7 @@ def test_the_python_client_refuses_non_finite_values_per_step_and_sends_the_rest
             c.observe("d2", math.nan, [0, 0, 0])
         assert bad.value.field == "reward" and bad.value.local
         for kwargs, field in (({"obs": [[0, 0, 1]]}, "obs"), ({"obs": [[0], [0], [1]]}, "obs"),  # never flattened
-                              ({"obs": [0, 0, 10 ** 400]}, "obs"),  # beyond float64: was a raw OverflowError
+                              ({"obs": [0, 0, 10 ** 400]}, "obs[2]"),  # beyond float64: was a raw OverflowError
                               ({"reward": 1.0, "info": {"gamma": math.nan}}, "info.gamma"),  # was a raw ValueError
                               ({"reward": 1.0, "info": {"gamma": math.inf}}, "info.gamma")):
             with pytest.raises(ServeError) as bad:
@@ -573,6 +650,27 @@ def test_the_python_client_refuses_non_finite_values_per_step_and_sends_the_rest
                        {"stream": "e", "obs": [0, 0, 0]}])  # the bad step is answered in place, the good one sent
         assert out[0]["field"] == "steps[0].info.gamma" and out[0]["local"] and "decision" in out[1]
         assert server.state.records == records + 1
+
+
+def test_the_python_client_words_a_number_beyond_float64_as_the_server_does(tmp_path):
+    """Before: ``reward must be a number, got 1000...`` and ``obs must be a list of numbers ... (int too large to
+    convert to float)``, where the server said ``must be finite, got inf``."""
+    from lcpo.serve.client import ServeClient, ServeError
+
+    server, client = _serve(tmp_path)
+    with client:
+        c = ServeClient("http://testserver")
+        c._http = client
+        c.step("a", [0, 0, 0])
+        for kwargs, field in (({"obs": [0, 0, 10 ** 400]}, "obs[2]"), ({"reward": 10 ** 400}, "reward"),
+                              ({"info": {"gamma": 10 ** 400}}, "info.gamma")):
+            body = {"stream": "a", "obs": [0, 0, 1], "reward": 1.0, **kwargs}
+            with pytest.raises(ServeError) as local:
+                c.step(**body)
+            assert local.value.local and local.value.message == f"{field} = 1e+400 is beyond float64's range (±1.8e308)"
+            served = client.post("/v1/step", content=json.dumps(body), headers={"content-type": "application/json"})
+            assert (served.status_code, served.json()) == (422, {"error": local.value.message, "field": field})
+        assert server.state.records == 1
 
 
 def test_the_python_client_sends_an_episode_end_without_reward_for_the_server_to_refuse(tmp_path):

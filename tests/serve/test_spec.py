@@ -4,6 +4,7 @@ name the file and the field."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -40,6 +41,33 @@ def test_spec_builds_spaces_and_context(tmp_path):
 def test_bad_spec_names_the_field(doc, match):
     with pytest.raises(SpecError, match=match):
         spec_env(doc)
+
+
+@pytest.mark.parametrize("observation, message", [
+    # was a RuntimeWarning (overflow in cast) and an infinite bound
+    ({"size": 2, "low": -1, "high": [1, 1e39]}, "observation.high[1] = 1e+39 is beyond float32's range (±3.4e38)"),
+    ({"size": 2, "low": -1e39, "high": 1}, "observation.low = -1e+39 is beyond float32's range (±3.4e38)"),
+    ({"size": 2, "high": [1, 10 ** 400]}, "observation.high[1] = 1e+400 is beyond float32's range"),  # OverflowError
+    ({"size": 2, "low": [0, float("nan")]}, "observation.low[1] must be a number or null (unbounded), got nan"),
+    ({"size": 2, "low": float("inf")}, "observation.low = inf leaves no observation inside the bounds"),
+    ({"size": 2, "high": [1, -float("inf")]}, "observation.high[1] = -inf leaves no observation inside the bounds"),
+])
+def test_a_bound_float32_cannot_hold_is_refused_naming_the_entry(observation, message):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning on the way
+        with pytest.raises(SpecError) as e:
+            spec_env({"observation": observation, "action": {"discrete": 2}})
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+def test_infinite_bounds_mean_unbounded_and_float32_s_maximum_is_a_bound(tmp_path):
+    """Python's json writes an infinite bound as Infinity (a spec built in Python, a STATE/serve.json); it reads
+    as unbounded, as null does. float32's maximum as printed (3.4028235e38, just above it in float64) is kept."""
+    (tmp_path / "s.json").write_text('{"observation": {"size": 3, "low": [-Infinity, null, -3.4028235e38], '
+                                     '"high": [Infinity, 1, 3.4028235e38]}, "action": {"discrete": 2}}')
+    space = spec_env(load_spec(tmp_path / "s.json")).observation_space
+    f32 = np.finfo(np.float32).max
+    assert space == gym.spaces.Box(np.float32([-np.inf, -np.inf, -f32]), np.float32([np.inf, 1, f32]))
 
 
 def test_bad_spec_file_names_the_file(tmp_path):

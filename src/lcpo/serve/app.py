@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from lcpo.serve.protocol import (DuplicateKeyError, Limits, RequestError, ServerState, Spaces, decision_id, dumps,
-                                  loads, unique_object)
+from lcpo.serve.protocol import (DuplicateKeyError, Limits, RequestError, ServerState, Spaces, batch_entry,
+                                  batch_steps, decision_id, dumps, loads, unique_object)
 
 __all__ = ["ServeConfig", "Server", "create_app", "OPENAPI", "ConfigMismatch", "LEARN_MODES"]
 
@@ -396,23 +396,23 @@ class Server:
         one ``/v1/step``; answers ``{"results": [...]}`` with, per step, its answer or ``{"error", "field",
         "status"}`` (a refused step changes nothing; the others are unaffected).
 
+        An entry that is not a JSON object is refused alone like any bad step: ``{"error": "steps[3] must be a JSON
+        object (a step body), got array", "field": "steps[3]", "status": 422}``.
+
         Raises:
-            RequestError: 422 when ``steps`` is missing, not a list, empty or too long.
+            RequestError: as :func:`lcpo.serve.protocol.batch_steps`: 400 (field ``body``) when the body is not a
+                JSON object; 422 when ``steps`` is missing, not a list, empty or too long, or the body has keys
+                besides ``steps`` (all listed, the first named as the field).
         """
-        if not isinstance(body, dict) or set(body) != {"steps"}:
-            raise RequestError(422, "a batch is {\"steps\": [step, ...]} and nothing else", "steps")
-        steps = body["steps"]
-        if not isinstance(steps, list) or not 1 <= len(steps) <= 1024:
-            raise RequestError(422, f"steps must be a list of 1 to 1024 step objects, got "
-                                    f"{len(steps) if isinstance(steps, list) else type(steps).__name__}", "steps")
         results = []
-        for k, item in enumerate(steps):
+        for k, item in enumerate(batch_steps(body)):
             try:
-                results.append(self.step(item))
+                results.append(self.step(batch_entry(k, item)))
             except RequestError as exc:
                 self.counts["refused"] += 1
-                field = exc.field if exc.field is None else (  # a step that is no JSON object is steps[k] itself
-                    f"steps[{k}]" if exc.field == "body" else f"steps[{k}].{exc.field}")
+                field = exc.field  # None, or steps[k] itself (batch_entry); else the step's field, under steps[k]
+                if field is not None and isinstance(item, dict):
+                    field = f"steps[{k}].{field}"
                 results.append({"error": str(exc), "field": field, "status": exc.status})
         return {"results": results}
 

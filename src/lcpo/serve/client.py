@@ -30,14 +30,24 @@ def _floats(x, field: str) -> list:
     """``x`` (a 1-D sequence or array) as a list of finite floats for JSON; never reshaped.
 
     Raises:
-        ServeError: (local, 422) naming ``field``: not numbers (or beyond float64), not 1-D, or the first entry
-            that is not finite.
+        ServeError: (local, 422) naming ``field``: not numbers, not 1-D, the first entry that is an integer beyond
+            float64's range (``obs[2] = 1e+400 is beyond float64's range (±1.8e308)``, as the server words it) or
+            the first entry that is not finite.
     """
     import numpy as np
 
     try:
         arr = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError, OverflowError) as exc:
+    except OverflowError as exc:  # an integer beyond float64: name the entry
+        for i, v in enumerate(x):
+            if isinstance(v, int) and not isinstance(v, bool):
+                try:
+                    float(v)
+                except OverflowError:
+                    raise ServeError(422, f"{field}[{i}] = {_show_number(v)} is beyond float64's range (±1.8e308)",
+                                     f"{field}[{i}]", local=True) from None
+        raise ServeError(422, f"{field} must be a list of numbers, got {_show(x)} ({exc})", field, local=True) from None
+    except (TypeError, ValueError) as exc:
         raise ServeError(422, f"{field} must be a list of numbers, got {_show(x)} ({exc})", field, local=True) from None
     if arr.ndim != 1:  # never flattened: a (1, n) batch of one passed by mistake would be learned from as one step
         raise ServeError(422, f"{field} must be a flat list of numbers (1-D), got an array of shape {arr.shape}",
@@ -54,7 +64,8 @@ def _info(info) -> dict:
     checks of the keys and ranges apply after); other values are sent as given.
 
     Raises:
-        ServeError: (local, 422) naming ``info.KEY`` for a NaN, an infinity or an integer beyond float64.
+        ServeError: (local, 422) naming ``info.KEY`` for a NaN, an infinity or an integer beyond float64
+            (:func:`_number`).
     """
     if not isinstance(info, dict):
         return info  # the server refuses it, naming the field
@@ -65,12 +76,20 @@ def _info(info) -> dict:
 
 
 def _number(v, field: str) -> float:
-    """``v`` as a finite float. Raises: ServeError (local, 422) naming ``field`` otherwise."""
+    """``v`` as a finite float.
+
+    Raises:
+        ServeError: (local, 422) naming ``field``, in the server's words: not a number, an integer beyond
+            float64's range (``reward = 1e+400 is beyond float64's range (±1.8e308)``), NaN or an infinity.
+    """
     import math
 
     try:
         f = float(v)
-    except (TypeError, ValueError, OverflowError):
+    except OverflowError:
+        raise ServeError(422, f"{field} = {_show_number(v)} is beyond float64's range (±1.8e308)", field,
+                         local=True) from None
+    except (TypeError, ValueError):
         raise ServeError(422, f"{field} must be a number, got {_show(v)}", field, local=True) from None
     if not math.isfinite(f):
         raise ServeError(422, f"{field} must be finite, got {f!r}", field, local=True)
@@ -80,6 +99,15 @@ def _number(v, field: str) -> float:
 def _show(x) -> str:  # as lcpo.serve.protocol's, not imported from it: the client stays free of torch
     r = repr(x)
     return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _show_number(x) -> str:  # as lcpo.serve.protocol's: a long integer in exponent form (1e+400)
+    if type(x) is int and not -10 ** 16 < x < 10 ** 16:
+        from decimal import Decimal
+
+        mantissa, _, exponent = f"{Decimal(x):.6e}".partition("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"
+    return _show(x)
 
 
 _STEP_FIELDS = ("stream", "obs", "reward", "terminated", "truncated", "final_obs", "info")

@@ -43,7 +43,7 @@ except ImportError:  # pragma: no cover - exercised where orjson is not installe
     orjson = None
 
 __all__ = ["RequestError", "Limits", "Spaces", "ServerState", "INFO_KEYS", "DuplicateKeyError", "unique_object",
-           "loads", "dumps"]
+           "loads", "dumps", "batch_steps", "batch_entry"]
 
 
 def loads(data: bytes | str) -> Any:
@@ -163,8 +163,11 @@ class Spaces:
             ``(obs_dim,)`` float32.
 
         Raises:
-            RequestError: 422 naming ``field`` (and the index) for a wrong type, length, a NaN/inf or a value
-                outside the bounds.
+            RequestError: 422 naming ``field`` (and the index) for a wrong type or length, an entry that is not a
+                number, NaN or an infinity, an integer beyond float64's range (:func:`_number`), a value outside
+                the bounds (``obs[2] = 7.5 is outside the observation space's bounds [-1.0, 1.0]``), or a finite
+                value beyond float32's range in an unbounded entry. The first bad entry is named: one that is not
+                a number first, then one that is not finite in float32, then one outside the bounds.
         """
         if not isinstance(value, list):
             raise RequestError(422, f"{field} must be a list of {self.obs_dim} numbers, got {type(value).__name__}",
@@ -200,16 +203,22 @@ class Spaces:
                     except OverflowError:
                         pass
         bad = ~np.isfinite(arr)
-        if bad.any():
+        if bad.any():  # NaN, an infinity, or a number float32 cannot hold (it became inf above): say which
             i = int(np.argmax(bad))
-            raise RequestError(422, f"{field}[{i}] must be finite, got {_show(value[i])}", f"{field}[{i}]")
+            x = _number(value[i], f"{field}[{i}]")  # refuses NaN, infinities and integers beyond float64
+            if not float(self.low[i]) <= x <= float(self.high[i]):
+                raise self._outside(value[i], field, i)
+            raise RequestError(422, f"{field}[{i}] = {_show_number(value[i])} is beyond float32's range (±3.4e38), "
+                                    "in which observations are stored", f"{field}[{i}]")
         if self.bounded:
             out = (arr < self.low) | (arr > self.high)
             if out.any():
-                i = int(np.argmax(out))
-                raise RequestError(422, f"{field}[{i}] = {_show(value[i])} is outside the observation space's bounds "
-                                        f"[{self.low[i]}, {self.high[i]}]", f"{field}[{i}]")
+                raise self._outside(value[int(np.argmax(out))], field, int(np.argmax(out)))
         return arr
+
+    def _outside(self, x: Any, field: str, i: int) -> RequestError:
+        return RequestError(422, f"{field}[{i}] = {_show_number(x)} is outside the observation space's bounds "
+                                 f"[{self.low[i]}, {self.high[i]}]", f"{field}[{i}]")
 
     def action(self, logged) -> Any:
         """The agent-side form of a logged action: an int64 scalar (Discrete) or ``(D,)`` int64."""
@@ -225,6 +234,43 @@ def _show(x: Any) -> str:
     return r if len(r) <= 40 else r[:37] + "..."
 
 
+def _show_number(x: Any) -> str:
+    """A client's number as messages quote it: a long integer in exponent form (``10**400`` as ``1e+400``,
+    as a float's ``repr`` writes ``1e+39``), anything else as :func:`_show`."""
+    if type(x) is int and not -10 ** 16 < x < 10 ** 16:
+        from decimal import Decimal
+
+        mantissa, _, exponent = f"{Decimal(x):.6e}".partition("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"
+    return _show(x)
+
+
+def _number(v: Any, field: str, expect: str = "a number") -> float:
+    """A JSON number as a finite float64: the one check every number of a request goes through (observation
+    entries, ``reward``, ``info.gamma``), so each mistake reads the same wherever it is made.
+
+    Args:
+        v: the parsed value.
+        field: its name in messages (``"obs[2]"``, ``"reward"``).
+        expect: what the field takes, for the message on a value that is not a number (``"a number or null"``).
+
+    Raises:
+        RequestError: 422 naming ``field``: not a number (a bool, string, null, ...: ``reward must be a number,
+            got '1'``); an integer beyond float64's range (JSON numbers may have any number of digits:
+            ``reward = 1e+400 is beyond float64's range (±1.8e308)``); NaN or an infinity (``reward must be
+            finite, got nan``).
+    """
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise RequestError(422, f"{field} must be {expect}, got {_show(v)}", field)
+    try:
+        f = float(v)
+    except OverflowError:
+        raise RequestError(422, f"{field} = {_show_number(v)} is beyond float64's range (±1.8e308)", field) from None
+    if not math.isfinite(f):
+        raise RequestError(422, f"{field} must be finite, got {f!r}", field)
+    return f
+
+
 def _json_type(v: Any) -> str:
     """The JSON name of a parsed value's type (``null``, ``array``, ...)."""
     if v is None:
@@ -233,15 +279,55 @@ def _json_type(v: Any) -> str:
 
 
 def _fields(body: Any, required: tuple, optional: tuple) -> dict:
+    """``body`` if it is an object with every ``required`` key and no key beyond ``required + optional``.
+
+    Raises:
+        RequestError: 400 (field ``body``) for a body that is not an object; 422 for unknown keys (all listed,
+            the first named as the field) or a missing required key.
+    """
     if not isinstance(body, dict):
         raise RequestError(400, f"the request body must be a JSON object, got {_json_type(body)}", "body")
     unknown = sorted(set(body) - set(required) - set(optional))
     if unknown:
-        raise RequestError(422, f"unknown field {_show(unknown[0])}; allowed: {', '.join(required + optional)}", unknown[0])
+        names = ", ".join(_show(k) for k in unknown)
+        raise RequestError(422, f"unknown field{'s' if len(unknown) > 1 else ''} {names}; allowed: "
+                                f"{', '.join(required + optional)}", unknown[0])
     for k in required:
         if k not in body:
             raise RequestError(422, f"missing field {k!r}", k)
     return body
+
+
+#: Steps one ``/v1/batch`` request may hold.
+MAX_BATCH = 1024
+
+
+def batch_steps(body: Any) -> list:
+    """The ``steps`` of a ``/v1/batch`` body ``{"steps": [step, ...]}``; each is then checked alone
+    (:func:`batch_entry`, then as a ``/v1/step`` body), so a bad one is refused without affecting the others.
+
+    Raises:
+        RequestError: 400 (field ``body``) when the body is not a JSON object; 422 when it has keys besides
+            ``steps`` (``unknown field 'foo'; allowed: steps``, the field ``foo``; several are all listed, the
+            first named), or ``steps`` is missing, not a list, empty or longer than :data:`MAX_BATCH`.
+    """
+    steps = _fields(body, ("steps",), ())["steps"]
+    if not isinstance(steps, list) or not 1 <= len(steps) <= MAX_BATCH:
+        raise RequestError(422, f"steps must be a list of 1 to {MAX_BATCH} step objects, got "
+                                f"{len(steps) if isinstance(steps, list) else _json_type(steps)}", "steps")
+    return steps
+
+
+def batch_entry(k: int, item: Any) -> dict:
+    """Entry ``k`` of a batch's steps, if it is a JSON object (a step body, checked next as ``/v1/step``'s).
+
+    Raises:
+        RequestError: 422 naming ``steps[k]``: ``steps[3] must be a JSON object (a step body), got array``.
+    """
+    if not isinstance(item, dict):
+        raise RequestError(422, f"steps[{k}] must be a JSON object (a step body), got {_json_type(item)}",
+                           f"steps[{k}]")
+    return item
 
 
 def _bool(body: dict, k: str) -> bool:
@@ -254,14 +340,7 @@ def _bool(body: dict, k: str) -> bool:
 def _reward(v: Any, nullable: bool) -> float | None:
     if v is None and nullable:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise RequestError(422, f"reward must be a number{' or null' if nullable else ''}, got {_show(v)}", "reward")
-    try:
-        v = float(v)
-    except OverflowError:
-        v = math.inf
-    if not math.isfinite(v):
-        raise RequestError(422, f"reward must be finite, got {v!r}", "reward")
+    v = _number(v, "reward", "a number or null" if nullable else "a number")
     if not -F32_MAX <= v <= F32_MAX:  # the agents refuse it when they learn: the learner would fail on it for good
         raise RequestError(422, f"reward must be within the float32 range the agents train in (|reward| <= "
                                 f"{F32_MAX:.4g}), got {v:.6g}", "reward")
@@ -279,10 +358,11 @@ def _info(v: Any) -> dict | None:
                            f"info.{unknown[0]}")
     out = {}
     if "gamma" in v:
-        g = v["gamma"]
-        if isinstance(g, bool) or not isinstance(g, (int, float)) or not (0.0 <= float(g) <= 1.0):
-            raise RequestError(422, f"info.gamma must be a number in [0, 1], got {_show(g)}", "info.gamma")
-        out["gamma"] = float(g)
+        g = _number(v["gamma"], "info.gamma", "a number in [0, 1]")
+        if not 0.0 <= g <= 1.0:
+            raise RequestError(422, f"info.gamma must be a number in [0, 1], got {_show_number(v['gamma'])}",
+                               "info.gamma")
+        out["gamma"] = g
     if "forced" in v:
         if not isinstance(v["forced"], bool):
             raise RequestError(422, f"info.forced must be true or false, got {_show(v['forced'])}", "info.forced")

@@ -11,8 +11,9 @@ and never stepped) or, for a system that has no Gymnasium environment, from a sm
     }
 
 ``low``/``high`` are a number for every entry, a list of ``size`` numbers (``null`` entries unbounded), or
-``null`` (unbounded). The
-file is data (JSON), never code.
+``null`` (unbounded). Bounds are kept in float32: a finite bound beyond its range (``1e39``) is refused, not
+made infinite; ``-Infinity``/``Infinity`` (as Python's ``json`` writes them) mean unbounded, as ``null`` does.
+The file is data (JSON), never code.
 """
 
 from __future__ import annotations
@@ -31,18 +32,57 @@ class SpecError(ValueError):
 
 
 def _bound(value: Any, size: int, field: str, default: float):
+    """``observation.low``/``high`` as ``(size,)`` float32; ``default`` (``-inf``/``inf``) where unbounded.
+
+    Raises:
+        SpecError: not a number, a list of ``size`` numbers or null; NaN; a finite value beyond float32's range,
+            in which the space keeps its bounds (it would silently become an infinite bound); an infinity on the
+            wrong side (a lower bound of ``+inf``, an upper one of ``-inf``: no observation would fit). Names
+            the entry of a list (``observation.high[0] = 1e+39 is beyond float32's range (±3.4e38) ...``).
+    """
     import numpy as np
 
     if value is None:
         return np.full(size, default, dtype=np.float32)
     if isinstance(value, bool) or not isinstance(value, (int, float, list)):
-        raise SpecError(f"{field} must be a number, a list of {size} numbers or null, got {value!r}")
+        raise SpecError(f"{field} must be a number, a list of {size} numbers or null, got {_show(value)}")
     arr = value if isinstance(value, list) else [value] * size
-    if len(arr) != size or any(x is not None and (isinstance(x, bool) or not isinstance(x, (int, float))
-                                                  or math.isnan(x)) for x in arr):
+    if len(arr) != size or any(x is not None and (isinstance(x, bool) or not isinstance(x, (int, float)))
+                               for x in arr):
         raise SpecError(f"{field} must be a number, a list of {size} numbers (null: unbounded) or null, "
-                        f"got {value!r}")
-    return np.asarray([default if x is None else x for x in arr], dtype=np.float32)
+                        f"got {_show(value)}")
+    out = np.full(size, default, dtype=np.float32)
+    for i, x in enumerate(arr):
+        if x is None:
+            continue
+        where = field if not isinstance(value, list) else f"{field}[{i}]"
+        try:
+            f = float(x)
+        except OverflowError:  # an integer beyond float64
+            f = None
+        if f is not None and math.isnan(f):
+            raise SpecError(f"{where} must be a number or null (unbounded), got nan")
+        if f is not None and math.isinf(f):
+            if f == -default:
+                raise SpecError(f"{where} = {f!r} leaves no observation inside the bounds; null means unbounded")
+            continue  # ±Infinity: unbounded, as null
+        with np.errstate(over="ignore"):
+            out[i] = np.inf if f is None else f
+        if math.isinf(out[i]):
+            raise SpecError(f"{where} = {_show(x)} is beyond float32's range (±3.4e38), in which the space keeps "
+                            "its bounds; null (or ±Infinity) means unbounded")
+    return out
+
+
+def _show(x: Any) -> str:
+    """``repr(x)`` cut to 60 characters, a long integer in exponent form (``10**400`` as ``1e+400``)."""
+    if type(x) is int and not -10 ** 16 < x < 10 ** 16:
+        from decimal import Decimal
+
+        mantissa, _, exponent = f"{Decimal(x):.6e}".partition("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"
+    r = repr(x)
+    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def load_spec(path: str | Path) -> dict:
