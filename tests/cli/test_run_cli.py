@@ -91,6 +91,27 @@ def test_bad_env_arg_names_key_and_valid_kwargs_only(capsys, tmp_path):
     assert "array(" not in err and len(err) < 400
 
 
+@pytest.mark.parametrize("assignment, message", [
+    # was "invalid literal for int() with base 10: 'abc'"
+    ("time_limit=abc", "environment argument 'time_limit' must be an integer >= 1 or null (no time limit), got 'abc'"),
+    # was "max_episode_steps must be >= 1 or None, got -5": the environment's internal name
+    ("time_limit=-5", "environment argument 'time_limit' must be an integer >= 1 or null (no time limit), got -5"),
+    ("time_limit=2.5", "environment argument 'time_limit' must be an integer >= 1 or null (no time limit), got 2.5"),
+    ("time_limit=true", "environment argument 'time_limit' must be an integer >= 1 or null (no time limit), got True"),
+    ("max_episode_steps=0",
+     "environment argument 'max_episode_steps' must be an integer >= 1 or null (no time limit), got 0"),
+    ("divisor=abc", "environment argument 'divisor' must be a finite number > 0, got 'abc'"),
+    ("divisor=-1", "environment argument 'divisor' must be a finite number > 0, got -1"),  # was "ContextSpec: scale"
+    ("bins=abc", "environment argument 'bins' must be an integer >= 2, got 'abc'"),
+    ("bins=2.5", "environment argument 'bins' must be an integer >= 2, got 2.5"),  # was run with 2 bins
+    ("continuing=maybe", "environment argument 'continuing' must be true or false, got 'maybe'"),  # was run
+])
+def test_a_bad_env_arg_value_is_one_line_naming_the_argument_and_nothing_runs(capsys, tmp_path, assignment, message):
+    rc, err = _run(capsys, tmp_path, "--agent", "a2c", "--env-arg", assignment)
+    assert rc == 2 and err == f"lcpo run: error: {message}\n"
+    assert not (tmp_path / "runs").exists()
+
+
 def _cfg(agent, **overrides):
     return RunConfig(agent=agent, steps=10, overrides=overrides)
 

@@ -21,12 +21,12 @@ Example:
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from lcpo.envs.arguments import integer, number
 from lcpo.envs.task import declare_continuing
 from lcpo.envs.termination import never_terminates
 
@@ -59,8 +59,7 @@ class ContinuingChainEnv(gym.Env):
                  render_mode: str | None = None) -> None:
         if isinstance(n_states, bool) or not isinstance(n_states, (int, np.integer)) or n_states < 1:
             raise ValueError(f"n_states must be an integer >= 1, got {n_states!r}")
-        if not math.isfinite(float(reward)):
-            raise ValueError(f"reward must be finite, got {reward!r}")
+        reward = number(reward, "reward")  # finite, named (not float()'s "could not convert string")
         if max_episode_steps is not None and (
                 isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, (int, np.integer))
                 or max_episode_steps < 1):
@@ -165,7 +164,12 @@ def make_continuing_chain(time_limit: int | None = None, **kwargs) -> Continuing
 
     ``time_limit`` is the environment's own ``max_episode_steps`` (``gymnasium.make`` keeps that name for
     its ``TimeLimit`` wrapper, whose counter is not part of the environment's checkpointable state).
+
+    Raises:
+        ValueError: ``time_limit`` not an integer >= 1 or None (named with its value,
+            :mod:`lcpo.envs.arguments`), or as :class:`ContinuingChainEnv`.
     """
+    time_limit = integer(time_limit, "time_limit", none="continuing, the default")
     if time_limit is not None:
         kwargs["max_episode_steps"] = time_limit
     return ContinuingChainEnv(**kwargs)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
+from lcpo.envs.arguments import integer
+
 __all__ = ["DiscretizeActions", "bin_table"]
 
 
@@ -49,7 +51,8 @@ class DiscretizeActions(gym.ActionWrapper):
 
     Raises:
         TypeError: if the action space is not a 1-D Box.
-        ValueError: on an out-of-range bin index or wrong action shape (at ``step``).
+        ValueError: ``bins`` not an integer >= 2 (named with its value); on an out-of-range bin index or wrong
+            action shape (at ``step``).
     """
 
     def __init__(self, env: gym.Env, bins: int = 15):
@@ -57,7 +60,7 @@ class DiscretizeActions(gym.ActionWrapper):
         space = env.action_space
         if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
             raise TypeError(f"DiscretizeActions needs a 1-D Box action space, got {space}")
-        self.bins = int(bins)
+        self.bins = integer(bins, "bins", minimum=2)
         self.table = bin_table(space.low, space.high, self.bins).astype(space.dtype)
         self._rows = np.arange(space.shape[0])
         self.action_space = gym.spaces.MultiDiscrete(np.full(space.shape[0], self.bins, dtype=np.int64))

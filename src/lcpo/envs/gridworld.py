@@ -43,6 +43,7 @@ import gymnasium as gym
 import numpy as np
 
 from lcpo.contexts.trace import ContextTrace, TraceError
+from lcpo.envs.arguments import integer
 from lcpo.envs.context import ContextSpec
 
 __all__ = ["TrapGridEnv", "make_trap_grid", "LEFT", "UP", "RIGHT", "DOWN", "START", "EXIT", "WALL", "TRAP",
@@ -309,5 +310,10 @@ def make_trap_grid(trace=None, trace_unit: str = "episode", time_limit: int = 20
         time_limit: truncation length (20; the environment's own ``max_episode_steps``: ``gymnasium.make``
             reserves that name for its ``TimeLimit`` wrapper, which is not checkpointable).
         render_mode: only None.
+
+    Raises:
+        ValueError: ``time_limit`` not an integer >= 1 (named with its value, :mod:`lcpo.envs.arguments`), or
+            as :class:`TrapGridEnv` (``trace_unit``, the trace, ``render_mode``).
     """
-    return TrapGridEnv(trace, trace_unit=trace_unit, max_episode_steps=time_limit, render_mode=render_mode)
+    return TrapGridEnv(trace, trace_unit=trace_unit, max_episode_steps=integer(time_limit, "time_limit"),
+                       render_mode=render_mode)

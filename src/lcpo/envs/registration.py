@@ -26,6 +26,8 @@ import sys
 
 import gymnasium as gym
 
+from lcpo.envs.arguments import rename_max_episode_steps
+
 __all__ = ["ENV_IDS", "VECTOR_ENTRY_POINTS", "check_env_name", "make_env", "register_envs", "user_module"]
 
 #: id -> entry point ("module:callable"). Each callable returns the fully wrapped environment.
@@ -161,11 +163,13 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
     Raises:
         ValueError: see :func:`check_env_name`; an environment argument the entry point does not take (names
-            it and the valid ones); a ``MODULE:CLASS`` that returns something other than a ``gymnasium.Env``.
+            it and the valid ones); a ``MODULE:CLASS`` that returns something other than a ``gymnasium.Env``;
+            for an lcpo id, a bad argument value (names the argument as given, e.g. ``time_limit`` or
+            ``max_episode_steps``, and the value: :mod:`lcpo.envs.arguments`).
     """
     kind, target = _resolve(env_id)
-    if "max_episode_steps" in kwargs and target in ENV_IDS:
-        kwargs["time_limit"] = kwargs.pop("max_episode_steps")
+    if target in ENV_IDS:
+        rename_max_episode_steps(kwargs)
     try:
         if kind == "id":
             return gym.make(target, **kwargs)

@@ -19,6 +19,7 @@ import math
 import gymnasium as gym
 import numpy as np
 
+from lcpo.envs.arguments import flag, integer, number
 from lcpo.envs.discretize import DiscretizeActions
 from lcpo.envs.task import declare_continuing
 from lcpo.envs.termination import never_terminates
@@ -53,7 +54,9 @@ class WindyPendulumEnv(gym.Env):
 
     Raises:
         lcpo.contexts.TraceError: a malformed trace or a wind beyond +-4 N m.
-        ValueError: an action that is not finite or not of shape (1,).
+        ValueError: a ``divisor`` that is not a finite positive number, a ``max_episode_steps`` that is not an
+            integer >= 1 or None (each named with its value, :mod:`lcpo.envs.arguments`); at ``step``, an action
+            that is not finite or not of shape (1,).
     """
 
     metadata = {"render_modes": [], "continuing": False}
@@ -62,10 +65,9 @@ class WindyPendulumEnv(gym.Env):
 
     def __init__(self, trace=None, divisor: float = 1.0, max_episode_steps: int | None = 200,
                  render_mode: str | None = None):
-        if max_episode_steps is not None and int(max_episode_steps) < 1:
-            raise ValueError(f"max_episode_steps must be >= 1 or None, got {max_episode_steps}")
-        self.wind = WindProcess(trace, divisor=divisor)
-        self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
+        max_episode_steps = integer(max_episode_steps, "max_episode_steps", none="no time limit")
+        self.wind = WindProcess(trace, divisor=number(divisor, "divisor", low=0.0, low_open=True))
+        self.max_episode_steps = max_episode_steps
         declare_continuing(self, self.max_episode_steps is None)  # lcpo.envs.task
         self.action_space = gym.spaces.Box(-_MAX_TORQUE, _MAX_TORQUE, shape=(1,), dtype=np.float32)
         high = np.array([1.0, 1.0, _MAX_SPEED] + [4.0] * 6, dtype=np.float32)
@@ -149,7 +151,17 @@ def make_windy_pendulum(trace=None, divisor: float = 1.0, bins: int = 15, time_l
             reserves that name for its ``TimeLimit`` wrapper, which is not checkpointable); ignored when
             ``continuing``.
         continuing: if True, no time limit (a continuing task; never truncated or terminated).
+
+    Raises:
+        ValueError: a bad argument, named as given here with its value (``environment argument 'time_limit'
+            must be an integer >= 1 or null (no time limit), got 'abc'``; :mod:`lcpo.envs.arguments`): a
+            ``divisor`` that is not a finite positive number, ``bins`` not an integer >= 2, ``time_limit`` not an
+            integer >= 1 or None, ``continuing`` not a bool.
+        lcpo.contexts.TraceError: a malformed trace or a wind beyond +-4 N m.
     """
-    env = WindyPendulumEnv(trace, divisor=divisor, max_episode_steps=None if continuing else time_limit,
-                           render_mode=render_mode)
+    divisor = number(divisor, "divisor", low=0.0, low_open=True)
+    bins = integer(bins, "bins", minimum=2)
+    time_limit = integer(time_limit, "time_limit", none="no time limit")
+    env = WindyPendulumEnv(trace, divisor=divisor, max_episode_steps=None if flag(continuing, "continuing")
+                           else time_limit, render_mode=render_mode)
     return DiscretizeActions(env, bins)

@@ -52,6 +52,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from numba import njit
 
+from lcpo.envs.arguments import rename_max_episode_steps
 from lcpo.envs.windy_pendulum import make_windy_pendulum
 
 __all__ = ["WindyPendulumVectorEnv", "make_windy_pendulum_vector"]
@@ -201,8 +202,7 @@ class WindyPendulumVectorEnv(VectorEnv):
                 raise ValueError(f"env_kwargs[{k}] must be a dict, got {type(kw).__name__}")
             merged = {**kwargs, **kw}
             merged.pop("render_mode", None)
-            if "max_episode_steps" in merged:  # as make_env: the env's own time limit, not a TimeLimit wrapper
-                merged["time_limit"] = merged.pop("max_episode_steps")
+            rename_max_episode_steps(merged)  # as make_env: the env's own time limit, not a TimeLimit wrapper
             try:
                 single = make_windy_pendulum(**merged)  # the single env interprets every argument
             except TypeError as exc:

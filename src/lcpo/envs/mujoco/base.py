@@ -30,6 +30,7 @@ import numpy as np
 from gymnasium.utils import EzPickle
 
 from lcpo.contexts.trace import ContextTrace
+from lcpo.envs.arguments import flag, integer
 from lcpo.envs.discretize import DiscretizeActions
 from lcpo.envs.mujoco import ENV_INFO, WIND_LAGS, WindyEnvInfo
 from lcpo.envs.termination import never_terminates
@@ -339,10 +340,15 @@ def make_windy(env_cls: type, trace=None, trace_id: int | None = None, divisor: 
         ``DiscretizeActions(env_cls(...), bins)``.
 
     Raises:
-        ValueError: unknown ``trace_id``, a ``trace_id`` contradicting the trace's name, or a bad divisor.
+        ValueError: unknown ``trace_id``, a ``trace_id`` contradicting the trace's name, a bad divisor, ``bins``
+            not an integer >= 2, ``time_limit`` not an integer >= 1 or None, ``continuing`` not a bool (each named
+            as given here, with its value: :mod:`lcpo.envs.arguments`).
         lcpo.contexts.trace.TraceError: if the scaled wind exceeds +-4.
     """
     info = env_cls.info
+    bins = integer(bins, "bins", minimum=2)
+    time_limit = integer(time_limit, "time_limit", none="no time limit")
+    continuing = flag(continuing, "continuing")
     name = trace if isinstance(trace, str) else trace.name if isinstance(trace, ContextTrace) else None
     if name is not None:
         match = _TRACE_NAME.fullmatch(name)

@@ -51,6 +51,7 @@ import gymnasium as gym
 import numpy as np
 from numba import njit
 
+from lcpo.envs.arguments import flag, integer, number
 from lcpo.envs.context import ContextSpec
 from lcpo.envs.straggler.metrics import bucket_percentiles
 from lcpo.envs.straggler.sim import (
@@ -174,7 +175,10 @@ class StragglerMitigationEnv(gym.Env):
         trace: alias of ``workload`` (what ``lcpo run --trace`` and sweep files pass to every environment).
 
     Raises:
-        ValueError: invalid numeric arguments (named in the message); both ``workload`` and ``trace`` given.
+        ValueError: an invalid argument, named as given with its value (:mod:`lcpo.envs.arguments`: counts and
+            seeds must be integers, scales and times finite numbers > 0, ``gamma_per_s`` in (0, 1],
+            ``p_inflate`` in [0, 1], ``log_requests`` true or false), ``safe_queue >= unsafe_queue``; both
+            ``workload`` and ``trace`` given.
         lcpo.envs.straggler.workloads.WorkloadError: an invalid workload.
     """
 
@@ -194,13 +198,21 @@ class StragglerMitigationEnv(gym.Env):
         if trace is not None and workload is not None:
             raise ValueError(f"give the workload once: workload={workload!r} and its alias trace={trace!r}")
         workload = trace if trace is not None else (workload if workload is not None else "azure-llm")
-        for name, v in (("window_ms", window_ms), ("reward_scale", reward_scale),
-                        ("unsafe_penalty", unsafe_penalty), ("overload_queue", overload_queue),
-                        ("metric_bucket_ms", metric_bucket_ms)):
-            if not (np.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be positive and finite, got {v!r}")
-        if not (0 < gamma_per_s <= 1):
-            raise ValueError(f"gamma_per_s must be in (0, 1], got {gamma_per_s!r}")
+        # every argument checked before anything is built, named as given with its value (lcpo.envs.arguments)
+        workload_seed = integer(workload_seed, "workload_seed", minimum=0)
+        n_servers = integer(n_servers, "n_servers")
+        window_ms, reward_scale, unsafe_penalty, metric_bucket_ms = (
+            number(v, name, low=0.0, low_open=True) for name, v in (
+                ("window_ms", window_ms), ("reward_scale", reward_scale), ("unsafe_penalty", unsafe_penalty),
+                ("metric_bucket_ms", metric_bucket_ms)))
+        overload_queue = integer(overload_queue, "overload_queue")
+        unsafe_queue, safe_queue = integer(unsafe_queue, "unsafe_queue", 0), integer(safe_queue, "safe_queue", 0)
+        gamma_per_s = number(gamma_per_s, "gamma_per_s", low=0.0, high=1.0, low_open=True)
+        p_inflate = number(p_inflate, "p_inflate", low=0.0, high=1.0)
+        inflate_factor = number(inflate_factor, "inflate_factor", low=0.0)
+        rate_scale = number(rate_scale, "rate_scale", low=0.0, low_open=True, none="the workload's mean rate")
+        size_scale = number(size_scale, "size_scale", low=0.0, low_open=True, none="the workload's mean size")
+        log_requests = flag(log_requests, "log_requests")
         if not (0 <= safe_queue < unsafe_queue):
             raise ValueError(f"need 0 <= safe_queue < unsafe_queue, got {safe_queue!r}, {unsafe_queue!r}")
         self.workload = resolve_workload(workload, seed=workload_seed)
