@@ -689,3 +689,32 @@ def test_the_python_client_sends_an_episode_end_without_reward_for_the_server_to
             assert "belongs to the previous action's reward" in str(bad.value)
         assert server.state.records == 0
         assert c.step("a", [0, 0, 0], terminated=False, info={})["decision"] == "d0"
+
+
+def test_the_python_client_refuses_booleans_as_the_server_does(tmp_path):
+    """Before: the client sent reward=True as 1.0 and [True, 0, 0] as [1.0, 0.0, 0.0], which the server (whose
+    JSON numbers exclude booleans) refuses; the run learned from a number nobody wrote."""
+    import numpy as np
+
+    from lcpo.serve.client import ServeClient, ServeError
+
+    server, client = _serve(tmp_path)
+    with client:
+        c = ServeClient("http://testserver")
+        c._http = client
+        c.step("a", [0, 0, 0])
+        for kwargs, field in (({"obs": [0, True, 0]}, "obs[1]"), ({"reward": True}, "reward"),
+                              ({"reward": np.bool_(False)}, "reward")):
+            body = {"stream": "a", "obs": [0, 0, 1], "reward": 1.0, **kwargs}
+            with pytest.raises(ServeError) as local:
+                c.step(**body)
+            assert local.value.local and local.value.field == field
+            shown = body["reward"] if field == "reward" else True
+            expect = "a number or null" if field == "reward" else "a number"
+            assert local.value.message == f"{field} must be {expect}, got {shown!r}"
+            if not isinstance(body["reward"], np.bool_):
+                served = client.post("/v1/step", content=json.dumps(body), headers={"content-type": "application/json"})
+                assert (served.status_code, served.json()) == (422, {"error": local.value.message, "field": field})
+        with pytest.raises(ServeError, match="obs must be a list of numbers, got an array of booleans"):
+            c.step("a", np.array([True, False, True]))
+        assert server.state.records == 1

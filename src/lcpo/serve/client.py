@@ -30,12 +30,19 @@ def _floats(x, field: str) -> list:
     """``x`` (a 1-D sequence or array) as a list of finite floats for JSON; never reshaped.
 
     Raises:
-        ServeError: (local, 422) naming ``field``: not numbers, not 1-D, the first entry that is an integer beyond
+        ServeError: (local, 422) naming ``field``: not numbers (a boolean entry included: the server refuses
+            one, NumPy would send 1.0), not 1-D, the first entry that is an integer beyond
             float64's range (``obs[2] = 1e+400 is beyond float64's range (±1.8e308)``, as the server words it) or
             the first entry that is not finite.
     """
     import numpy as np
 
+    if isinstance(x, np.ndarray) and x.dtype == np.bool_:
+        raise ServeError(422, f"{field} must be a list of numbers, got an array of booleans", field, local=True)
+    if not isinstance(x, np.ndarray):
+        for i, v in enumerate(x if isinstance(x, (list, tuple)) else ()):
+            if isinstance(v, (bool, np.bool_)):  # the server refuses a boolean; NumPy would send 1.0
+                raise ServeError(422, f"{field}[{i}] must be a number, got {v!r}", f"{field}[{i}]", local=True)
     try:
         arr = np.asarray(x, dtype=np.float64)
     except OverflowError as exc:  # an integer beyond float64: name the entry
@@ -75,22 +82,26 @@ def _info(info) -> dict:
     return info
 
 
-def _number(v, field: str) -> float:
+def _number(v, field: str, expect: str = "a number") -> float:
     """``v`` as a finite float.
 
     Raises:
-        ServeError: (local, 422) naming ``field``, in the server's words: not a number, an integer beyond
+        ServeError: (local, 422) naming ``field``, in the server's words: not a number (a boolean too), an integer beyond
             float64's range (``reward = 1e+400 is beyond float64's range (±1.8e308)``), NaN or an infinity.
     """
     import math
 
+    import numpy as np
+
+    if isinstance(v, (bool, np.bool_)):  # the server refuses a boolean; float() would make it 1.0
+        raise ServeError(422, f"{field} must be {expect}, got {v!r}", field, local=True)
     try:
         f = float(v)
     except OverflowError:
         raise ServeError(422, f"{field} = {_show_number(v)} is beyond float64's range (±1.8e308)", field,
                          local=True) from None
     except (TypeError, ValueError):
-        raise ServeError(422, f"{field} must be a number, got {_show(v)}", field, local=True) from None
+        raise ServeError(422, f"{field} must be {expect}, got {_show(v)}", field, local=True) from None
     if not math.isfinite(f):
         raise ServeError(422, f"{field} must be finite, got {f!r}", field, local=True)
     return f
@@ -123,7 +134,7 @@ def _step_body(stream: str, obs: Sequence[float], reward: float | None = None, t
     """
     body: dict[str, Any] = {"stream": stream, "obs": _floats(obs, "obs")}
     if reward is not None:
-        body["reward"] = _number(reward, "reward")
+        body["reward"] = _number(reward, "reward", "a number or null")  # the server's words
     if reward is not None or terminated:
         body["terminated"] = bool(terminated)
     if reward is not None or truncated:
