@@ -526,10 +526,20 @@ def test_two_schemes_get_no_iqm_or_profiles_but_keep_the_probability_of_improvem
     cells = {(t, s): [v, v + 5.0, v - 5.0] for t in ("wind-1", "wind-3") for s, v in (("lcpo", -100.0),
                                                                                      ("a2c", -101.0))}
     md = write_report(make_runs(cells), _EMPTY_EP, tmp_path).read_text()
-    assert "No IQM or performance profiles: with 2 scheme(s) in the block" in md
+    assert "No IQM or performance profiles: with 2 scheme(s) setting the scale" in md
     assert "IQM [95% CI]" not in md and not (tmp_path / "performance_profile.png").exists()
     assert pd.read_csv(tmp_path / "iqm.csv").empty
     assert "P(LCPO > baseline) [95% CI]" in md  # reads the returns, not the 0/1 normalization
+
+
+def test_two_online_schemes_with_a_prescient_one_on_the_scale_keep_the_iqm(tmp_path):
+    """The prescient scheme's mean is on the min-max scale: the two online schemes are not forced to 0 and 1."""
+    cells = {(t, s): [v, v + 5.0, v - 5.0] for t in ("wind-1", "wind-3")
+             for s, v in (("lcpo", -100.0), ("a2c", -160.0), ("prescient-a2c", -90.0))}
+    md = write_report(make_runs(cells), _EMPTY_EP, tmp_path).read_text()
+    iq = pd.read_csv(tmp_path / "iqm.csv").set_index("scheme")["iqm"]
+    assert iq["lcpo"] == pytest.approx(60 / 70) and iq["a2c"] == pytest.approx(0.0, abs=1e-12)
+    assert "No IQM" not in md and (tmp_path / "performance_profile.png").exists()
 
 
 def test_a_normalized_zero_prints_as_zero_not_float_noise():
@@ -546,6 +556,8 @@ def test_the_confidence_level_is_the_one_printed_everywhere(tmp_path):
     md = write_report(make_runs(cells), _EMPTY_EP, tmp_path, confidence=0.9).read_text()
     assert "95%" not in md.replace("simulated at the 95% level", "")
     assert "lifelong return [90% CI]" in md and "IQM [90% CI]" in md and "The t interval's 90% coverage" in md
+    md = write_report(make_runs(cells), _EMPTY_EP, tmp_path / "995", confidence=0.995).read_text()
+    assert "100%" not in md and "lifelong return [99.5% CI]" in md and "a 99.5% Student-t interval" in md
 
 
 def test_one_seed_cells_are_said_to_have_no_interval(tmp_path):

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lcpo.experiments.stats import MeanCI
+from lcpo.experiments.stats import MeanCI, percent
 
 __all__ = ["ReferenceContexts", "reference_contexts", "run_trace", "evaluate_snapshots", "forgetting_matrix",
            "backward_transfer", "active_regimes", "seed_interval", "forgetting_study", "write_forgetting",
@@ -630,7 +630,7 @@ def _heatmap_figure(study: dict, cell: str, path: Path) -> None:
     f_ax.set_ylabel("F(t), mean over\nregimes")
     f_ax.axhline(0, color="k", lw=0.5)
     f_ax.legend(fontsize=7, loc="upper left")
-    f_ax.set_title(f"forgetting F(t) = mean_k max_(t'<=t) R[t', k] - R[t, k]; band: {round(conf * 100)}% t "
+    f_ax.set_title(f"forgetting F(t) = mean_k max_(t'<=t) R[t', k] - R[t, k]; band: {percent(conf)}% t "
                    "interval over seeds", fontsize=8)
     fig.colorbar(mesh, ax=list(axes) + [f_ax], label="return R[t, k]", fraction=0.03, pad=0.01)  # x aligned
     ax = axes[-1]
@@ -753,7 +753,7 @@ def forgetting_section(study: dict, out_dir: str | Path, heading: str = "##") ->
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     st = study["settings"]
-    pct = round(st["confidence"] * 100)
+    pct = percent(st["confidence"])
     md = [f"{heading} Forgetting: lost return on reference contexts", "",
           (f"Every run's frozen actor snapshots (`snapshots.npz`) evaluated on the trace's {st['regimes']} context "
            f"regimes (k-means of the trace, seed 0; mode `{st['mode']}`), {st['episodes']} seeded episode{'s' if st['episodes'] != 1 else ''} of at "

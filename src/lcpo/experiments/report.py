@@ -57,8 +57,8 @@ import pandas as pd
 
 from lcpo.experiments.config import slug
 from lcpo.experiments.stats import (MeanCI, holm, iqm, iqm_ci, mean_ci, minmax_bounds, normalize_runs,
-                                    normalize_scores, performance_profile, poi_ci, probability_of_improvement,
-                                    separates, welch_test)
+                                    normalize_scores, percent, performance_profile, poi_ci,
+                                    probability_of_improvement, separates, welch_test)
 from lcpo.experiments.store import load_store
 from lcpo.persistence.provenance import UNKNOWN, MixedCodeError, mixed_code_cells
 
@@ -466,7 +466,7 @@ def _profile_figure(profiles: dict, path: Path, confidence: float) -> None:
     ax.set_ylabel("fraction of runs with score > tau")
     ax.set_ylim(-0.02, 1.02)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    ax.set_title(f"Performance profiles (runs per (env, trace) weighted equally; {round(confidence * 100)}% "
+    ax.set_title(f"Performance profiles (runs per (env, trace) weighted equally; {percent(confidence)}% "
                  "stratified-bootstrap bands)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -531,7 +531,7 @@ def _seeds_text(table: pd.DataFrame, confidence: float = 0.95) -> str:
     simulated = " (simulated: about 95% at 3, 5 and 10 seeds; tests/experiments/test_stats.py)" \
         if round(confidence, 6) == 0.95 else ""
     ones = (" Cells with one seed have no interval and are not tested." if n_min < 2 else "")
-    return (f"{count} (column n of lifelong_return.csv). The t interval's {round(confidence * 100)}% coverage is "
+    return (f"{count} (column n of lifelong_return.csv). The t interval's {percent(confidence)}% coverage is "
             f"exact for normal scores at any n >= 2{simulated}; with few seeds it is wide, as it should be.{ones}")
 
 
@@ -650,7 +650,7 @@ def _lcpo_ranks(ranks: pd.DataFrame, confidence: float = 0.95) -> str:
     keys = _keys_of(ranks)
     rows = [[*(str(getattr(r, k)) for k in keys), r.scheme, f"{r.rank} of {r.of}", _cell(r.mean, r.ci_low, r.ci_high)]
             for r in lc.itertuples()]
-    return _md_table(keys + ["scheme", "rank", f"lifelong return [{round(confidence * 100)}% CI]"], rows)
+    return _md_table(keys + ["scheme", "rank", f"lifelong return [{percent(confidence)}% CI]"], rows)
 
 
 _LINESTYLES = ("-", "--", ":", "-.")
@@ -736,7 +736,7 @@ def _ablations(done: pd.DataFrame, out_dir: Path, confidence: float, seed: int) 
             if numeric and (tab[name] > 0).all() and tab[name].max() / tab[name].min() >= 10:
                 ax.set_xscale("log")
             ax.set_xlabel(name)
-            ax.set_ylabel(f"lifelong return (mean, {round(confidence * 100)}% CI)")
+            ax.set_ylabel(f"lifelong return (mean, {percent(confidence)}% CI)")
             ax.set_title(f"{agent}: {name} ablation")
             ax.legend(fontsize=6)
             fig.tight_layout()
@@ -744,7 +744,7 @@ def _ablations(done: pd.DataFrame, out_dir: Path, confidence: float, seed: int) 
             plt.close(fig)
             md_rows = [[*(str(row[k]) for k in keys), str(row[name]), str(row["n"]),
                         _cell(row["mean"], row["ci_low"], row["ci_high"])] for row in tab.to_dict("records")]
-            md = _md_table(keys + [name, "n", f"lifelong return [{round(confidence * 100)}% CI]"], md_rows)
+            md = _md_table(keys + [name, "n", f"lifelong return [{percent(confidence)}% CI]"], md_rows)
             results.append((f"{agent}: {name}", csv_path, png_path, md))
     return results
 
@@ -868,9 +868,9 @@ def _across_md(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, confidenc
     agg = across_cells(runs, table, confidence=confidence, seed=seed)
     if agg["iqm"].empty and agg["poi"].empty:
         return []
-    pct = round(confidence * 100)
-    coverage = ("about 85% actual coverage at 3 seeds per row, 93% at 10; " if round(confidence, 6) == 0.95 else
-                "simulated at the 95% level: about 85% at 3 seeds per row, 93% at 10; ")
+    pct = percent(confidence)
+    coverage = ("about 85% actual coverage at 3 seeds per row, 93% at 10" if round(confidence, 6) == 0.95 else
+                "simulated at the 95% level, about 85% at 3 seeds per row and 93% at 10")
     left = ""
     if agg["left_out_schemes"]:
         left += (" Left out of the IQM and the profiles: " + ", ".join(
@@ -887,16 +887,18 @@ def _across_md(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, confidenc
            f"schemes (and prescient schemes that finished in every block row). IQM: the mean of the middle 50% of "
            f"a scheme's normalized runs, pooled over the block's rows, with a {pct}% stratified-bootstrap "
            f"interval (seeds resampled within each row, 2,000 resamples, generator seed {seed}; it covers less "
-           f"than its level with few seeds per row: {coverage}lcpo.experiments.stats.iqm_ci). P(LCPO > baseline): per row the Mann-Whitney U of LCPO's seeds over "
+           f"than its level with few seeds per row, {coverage}; lcpo.experiments.stats.iqm_ci). "
+           f"P(LCPO > baseline): per row the Mann-Whitney U of LCPO's seeds over "
            f"the baseline's divided by n m, averaged over the two schemes' common rows (any scheme, block or "
            f"not), with the same bootstrap. An "
            f"interval is '-' when every row of the scheme has one seed."), ""]
-    few = len(agg["iqm"]) < MIN_SCHEMES_FOR_CDF
+    few = len(agg["field"]) < MIN_SCHEMES_FOR_CDF  # the schemes whose means set the 0-1 scale, prescient ones too
     if agg["iqm"].empty:
         md += ["No two online schemes finished in a common row with the LCPO scheme: no IQM or profiles."]
     elif few:
-        md += [(f"No IQM or performance profiles: with {len(agg['iqm'])} scheme(s) in the block, min-max "
-                "normalization by the schemes' means puts one scheme's mean at 0 and the other's at 1 in every row, "
+        md += [(f"No IQM or performance profiles: with {len(agg['field'])} scheme(s) setting the scale (the block's, "
+                "and prescient schemes in every block row), min-max normalization by their means puts one mean at 0 "
+                "and the other at 1 in every row, "
                 "so their IQMs say only which mean is higher (compare the intervals and tests above; the "
                 f"aggregates need {MIN_SCHEMES_FOR_CDF} schemes or more). P(LCPO > baseline) reads the returns "
                 "themselves and stays.")]
@@ -963,7 +965,7 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
     status = runs["status"].value_counts().to_dict()
     wall = process_wall_time(runs)
     steps = float(np.nansum(runs["steps_done"].to_numpy(dtype=float)))
-    pct = round(confidence * 100)
+    pct = percent(confidence)
     md = [f"# {title}", "",
           (f"{len(runs)} runs: {_status_text(status)}. " + (
               f"{int(steps):,} environment steps in {_duration(wall)} of summed process wall time (a population's "

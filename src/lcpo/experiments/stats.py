@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-__all__ = ["MeanCI", "WelchResult", "empirical_cdf", "holm", "iqm", "iqm_ci", "mean_ci", "minmax_bounds",
+__all__ = ["MeanCI", "WelchResult", "empirical_cdf", "holm", "iqm", "iqm_ci", "mean_ci", "minmax_bounds", "percent",
            "normalize_runs", "normalize_scores", "percentile_bootstrap_ci", "performance_profile", "poi_ci",
            "probability_of_improvement", "separates", "stratified_bootstrap", "t_interval", "welch_test"]
 
@@ -100,6 +100,16 @@ def _sample(values: ArrayLike, cell: str | None = None, min_n: int = 1, what: st
     if x.size < min_n:
         raise ValueError(f"{what}{_where(cell)}: {x.size} seed(s), an interval or test needs at least {min_n}")
     return x
+
+
+def percent(confidence: float) -> str:
+    """An interval level as the report prints it: ``0.95`` -> ``"95"``, ``0.995`` -> ``"99.5"``, ``0.975`` ->
+    ``"97.5"`` (rounding to a whole percent printed 0.995 as "100%").
+
+    >>> [percent(c) for c in (0.95, 0.9, 0.995, 0.975, 0.6827)]
+    ['95', '90', '99.5', '97.5', '68.27']
+    """
+    return f"{float(confidence) * 100:.10g}"
 
 
 def _check_confidence(confidence: float) -> None:
