@@ -620,7 +620,7 @@ def test_the_python_client_refuses_non_finite_values_per_step_and_sends_the_rest
         c.step("a", [0, 0, 0])
         for kwargs, field in (({"reward": math.inf}, "reward"), ({"reward": "x"}, "reward"),
                               ({"reward": 1.0, "truncated": True, "final_obs": [0, -math.inf, 0]}, "final_obs[1]"),
-                              ({"reward": 1.0, "obs": ["a", 0, 0]}, "obs")):
+                              ({"reward": 1.0, "obs": ["a", 0, 0]}, "obs[0]")):
             with pytest.raises(ServeError) as bad:
                 c.step("a", **{"obs": [0, 0, 1], **kwargs})
             assert bad.value.field == field and bad.value.local, kwargs
@@ -717,4 +717,15 @@ def test_the_python_client_refuses_booleans_as_the_server_does(tmp_path):
                 assert (served.status_code, served.json()) == (422, {"error": local.value.message, "field": field})
         with pytest.raises(ServeError, match="obs must be a list of numbers, got an array of booleans"):
             c.step("a", np.array([True, False, True]))
-        assert server.state.records == 1
+        # strings and bytes, which float() and NumPy turn into numbers, are refused in the server's words too
+        for kwargs, field, shown in (({"obs": ["0", "1", "0"]}, "obs[0]", "'0'"), ({"reward": "1"}, "reward", "'1'"),
+                                     ({"reward": b"1"}, "reward", "b'1'"), ({"reward": np.array(True)}, "reward",
+                                                                            "array(True)"),
+                                     ({"obs": [0, np.array(True), 0]}, "obs[1]", "array(True)")):
+            body = {"stream": "a", "obs": [0, 0, 1], "reward": 1.0, **kwargs}
+            with pytest.raises(ServeError) as local:
+                c.step(**body)
+            expect = "a number or null" if field == "reward" else "a number"
+            assert local.value.local and local.value.message == f"{field} must be {expect}, got {shown}"
+        assert c.step("a", np.array([0, 0, 1], dtype=np.int64), reward=np.float32(0.5))["policy_version"] >= 0
+        assert server.state.records == 2

@@ -26,23 +26,38 @@ class ServeError(RuntimeError):
         self.status, self.field, self.local, self.message = status, field, local, message
 
 
+def _is_number(v) -> bool:
+    """Whether ``v`` is a number the server takes: an int or float (NumPy's too, or a 0-d array of one); never a
+    boolean, a string or bytes (which NumPy and ``float`` would turn into numbers the server refuses)."""
+    import numpy as np
+
+    if isinstance(v, np.ndarray):
+        return v.ndim == 0 and v.dtype.kind in "iuf"
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
 def _floats(x, field: str) -> list:
     """``x`` (a 1-D sequence or array) as a list of finite floats for JSON; never reshaped.
 
     Raises:
-        ServeError: (local, 422) naming ``field``: not numbers (a boolean entry included: the server refuses
-            one, NumPy would send 1.0), not 1-D, the first entry that is an integer beyond
+        ServeError: (local, 422) naming ``field``: not numbers (an entry that is a boolean, a string or bytes
+            included: the server refuses one, NumPy would send it as a float; ``obs[1] must be a number, got
+            '1'``), not 1-D, the first entry that is an integer beyond
             float64's range (``obs[2] = 1e+400 is beyond float64's range (±1.8e308)``, as the server words it) or
             the first entry that is not finite.
     """
     import numpy as np
 
-    if isinstance(x, np.ndarray) and x.dtype == np.bool_:
-        raise ServeError(422, f"{field} must be a list of numbers, got an array of booleans", field, local=True)
+    if isinstance(x, np.ndarray) and x.dtype.kind not in "iuf":
+        what = "booleans" if x.dtype == np.bool_ else f"dtype {x.dtype}"
+        raise ServeError(422, f"{field} must be a list of numbers, got an array of {what}", field, local=True)
+    if isinstance(x, (str, bytes)):
+        raise ServeError(422, f"{field} must be a list of numbers, got {_show(x)}", field, local=True)
     if not isinstance(x, np.ndarray):
         for i, v in enumerate(x if isinstance(x, (list, tuple)) else ()):
-            if isinstance(v, (bool, np.bool_)):  # the server refuses a boolean; NumPy would send 1.0
-                raise ServeError(422, f"{field}[{i}] must be a number, got {v!r}", f"{field}[{i}]", local=True)
+            nested = isinstance(v, (list, tuple)) or (isinstance(v, np.ndarray) and v.ndim > 0)  # the shape check
+            if not nested and not _is_number(v):
+                raise ServeError(422, f"{field}[{i}] must be a number, got {_show(v)}", f"{field}[{i}]", local=True)
     try:
         arr = np.asarray(x, dtype=np.float64)
     except OverflowError as exc:  # an integer beyond float64: name the entry
@@ -86,15 +101,14 @@ def _number(v, field: str, expect: str = "a number") -> float:
     """``v`` as a finite float.
 
     Raises:
-        ServeError: (local, 422) naming ``field``, in the server's words: not a number (a boolean too), an integer beyond
+        ServeError: (local, 422) naming ``field``, in the server's words: not a number (a boolean, a string or
+            bytes too: ``reward must be a number or null, got '1'``), an integer beyond
             float64's range (``reward = 1e+400 is beyond float64's range (±1.8e308)``), NaN or an infinity.
     """
     import math
 
-    import numpy as np
-
-    if isinstance(v, (bool, np.bool_)):  # the server refuses a boolean; float() would make it 1.0
-        raise ServeError(422, f"{field} must be {expect}, got {v!r}", field, local=True)
+    if not _is_number(v):  # a boolean, a string, bytes: the server refuses it; float() would make it a number
+        raise ServeError(422, f"{field} must be {expect}, got {_show(v)}", field, local=True)
     try:
         f = float(v)
     except OverflowError:
