@@ -411,9 +411,9 @@ def test_regimes_beyond_the_trace_rows_or_the_cap_are_refused_in_one_line():
     from lcpo.experiments.forgetting import MAX_REGIMES
 
     levels = np.repeat(np.array([[0.0, 0.0], [3.0, 0.0]]), 20, axis=0)
-    with pytest.raises(ValueError, match=r"^regimes 41 exceed trace 'array''s 40 rows$"):
+    with pytest.raises(ValueError, match=r"^regimes 41: more than the 40 rows of trace 'array'$"):
         reference_contexts(levels, regimes=41)
-    with pytest.raises(ValueError, match=rf"^regimes {MAX_REGIMES + 1} exceed the {MAX_REGIMES} allowed"):
+    with pytest.raises(ValueError, match=rf"^regimes {MAX_REGIMES + 1}: more than the {MAX_REGIMES} allowed"):
         reference_contexts(np.zeros((1000, 2)), regimes=MAX_REGIMES + 1)
     assert reference_contexts(levels, regimes=40).regimes == 2  # two distinct rows: two regimes, as documented
 
@@ -437,3 +437,22 @@ def test_runs_left_out_are_named_with_their_own_reason_and_a_malformed_summary_i
     assert main(["forgetting", str(tmp_path / "runs"), "--out", str(tmp_path / "o2")]) == 2
     err = capsys.readouterr().err
     assert "a2c-s1/summary.json: lifelong_return must be a number, got 'high'" in err and err.count("\n") == 1
+
+
+def test_a_trace_that_cannot_be_made_is_its_own_reason_and_regimes_are_checked_before_any_evaluation(tmp_path):
+    from lcpo.experiments.forgetting import forgetting_study
+
+    levels = np.repeat(np.array([[0.0, 0.0], [3.0, 0.0]]), 20, axis=0)
+    np.save(tmp_path / "mine.npy", levels)
+    execute(RunConfig(env="lcpo/WindyPendulum-v0", trace=str(tmp_path / "mine.npy"), agent="a2c", steps=400,
+                      checkpoint_every=0, overrides={"hidden": [8], "rollout_steps": 100}), tmp_path / "runs" / "mine")
+    execute(_tiny(), tmp_path / "runs" / "a2c-s0")
+    cache = tmp_path / "cache"
+    # the 40-row trace refuses 50 regimes: before a2c-s0 (sorted first) is evaluated and cached
+    with pytest.raises(ValueError, match=r"^regimes 50: more than the 40 rows of trace 'mine'"):
+        forgetting_study(tmp_path / "runs", regimes=50, episodes=1, episode_steps=10, cache_dir=cache)
+    assert not cache.exists()
+    (tmp_path / "mine.npy").rename(tmp_path / "moved.npy")
+    study = forgetting_study(tmp_path / "runs", regimes=2, episodes=1, episode_steps=10)
+    why = study["without_reasons"]["mine"]
+    assert why.startswith("its trace cannot be made: ") and "mine.npy" in why and "no context trace" not in why

@@ -132,3 +132,18 @@ def test_a_summary_that_is_not_an_object_names_the_file(tmp_path):
     path.write_text("[1, 2]")
     with pytest.raises(ValueError, match=r"summary\.json: malformed: a JSON object was expected, got list"):
         collect(tmp_path)
+
+
+def test_the_lock_probe_reads_only_a_would_block_as_held(tmp_path, monkeypatch):
+    import errno
+    import fcntl
+
+    from lcpo.experiments import store
+
+    (tmp_path / ".lock").write_text("")
+    for code, held in ((errno.EWOULDBLOCK, True), (errno.ENOLCK, False), (errno.EINVAL, False)):
+        def refuse(fh, op, code=code):
+            if op & fcntl.LOCK_NB:
+                raise OSError(code, "refused")
+        monkeypatch.setattr(fcntl, "flock", refuse)
+        assert store._lock_held(tmp_path) is held

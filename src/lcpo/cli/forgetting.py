@@ -22,7 +22,7 @@ def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("runs_dir", help="sweep folder, the --out folder of `lcpo run`, or one run folder")
     parser.add_argument("--out", default=None, help="output folder (default: RUNS_DIR/forgetting)")
     parser.add_argument("--regimes", type=positive_int, default=6,
-                        help="context regimes per trace (k-means clusters; default 6)")
+                        help="context regimes per trace (k-means clusters; default 6, at most 64 and the trace's rows)")
     parser.add_argument("--mode", choices=("constant", "window"), default="constant",
                         help="constant: each regime's centre held for the whole episode (default); window: the "
                              "trace replayed from the episode-long window holding most of the regime's rows")

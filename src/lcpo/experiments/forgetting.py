@@ -51,7 +51,7 @@ from lcpo.experiments.stats import MeanCI, percent
 __all__ = ["ReferenceContexts", "reference_contexts", "run_trace", "evaluate_snapshots", "forgetting_matrix",
            "backward_transfer", "active_regimes", "seed_interval", "forgetting_study", "write_forgetting",
            "forgetting_section", "forgetting_comparisons", "FORGETTING_MEASURES", "append_forgetting_section", "MODES",
-           "MAX_REGIMES", "NO_ACTING_NETWORK"]
+           "MAX_REGIMES", "NO_ACTING_NETWORK", "NoContextTrace"]
 
 #: Ways a regime is presented to a snapshot.
 MODES = ("constant", "window")
@@ -136,10 +136,10 @@ def reference_contexts(trace, regimes: int = 6, mode: str = "constant", episode_
         raise ValueError(f"window mode: episode_steps {episode_steps} exceed trace {tr.name!r}'s {T} rows")
     x = values[:: max(1, math.ceil(T / max_points))]
     if regimes > MAX_REGIMES or regimes > len(x):
-        raise ValueError(f"regimes {regimes} exceed " + (
+        raise ValueError(f"regimes {regimes}: more than " + (
             f"the {MAX_REGIMES} allowed (each regime adds snapshots x episodes evaluation episodes per run)"
-            if regimes > MAX_REGIMES else f"trace {tr.name!r}'s {len(x)} rows" + (
-                f" sampled for k-means (of {T})" if len(x) < T else "")))
+            if regimes > MAX_REGIMES else f"the {len(x)} rows of trace {tr.name!r}" + (
+                f" that k-means samples (of {T})" if len(x) < T else "")))
     k = int(min(regimes, len(np.unique(x.round(9), axis=0))))
     if k > 1:
         rng, best = np.random.default_rng(seed), None
@@ -188,19 +188,24 @@ def _run_config(run_dir: Path):
         raise ValueError(f"{path}: not a run configuration ({exc})") from None
 
 
+class NoContextTrace(ValueError):
+    """The run's environment is not driven by a :class:`~lcpo.contexts.ContextTrace` (:func:`run_trace`)."""
+
+
 def run_trace(config):
     """The :class:`~lcpo.contexts.ContextTrace` a run's environment was made with.
 
     Raises:
-        ValueError: if the run's environment is not driven by a context trace (a straggler workload, a
-            grid-world schedule): reference contexts need one.
+        NoContextTrace: (a ValueError) if the run's environment is not driven by a context trace (a straggler
+            workload, a grid-world schedule): reference contexts need one.
+        lcpo.contexts.TraceError: (a ValueError) the trace cannot be made (a trace file moved or deleted since).
     """
     from lcpo.contexts.trace import ContextTrace
     from lcpo.envs.preflight import run_env_kwargs
 
     trace = run_env_kwargs(config.env, config.trace, config.trace_length, config.env_kwargs).get("trace")
     if not isinstance(trace, ContextTrace):
-        raise ValueError(f"run on {config.env} (trace {config.trace!r}) has no context trace to take reference "
+        raise NoContextTrace(f"run on {config.env} (trace {config.trace!r}) has no context trace to take reference "
                          "contexts from; the forgetting measure needs an environment driven by a ContextTrace "
                          "(the windy environments, or a user's environment given trace=)")
     return trace
@@ -515,6 +520,9 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
 
     Raises:
         FileNotFoundError: if ``runs_dir`` does not exist.
+        ValueError: a malformed ``summary.json`` or run configuration (named), or options that
+            :func:`reference_contexts` refuses for one of the traces (checked for every trace before any run is
+            evaluated).
     """
     import pandas as pd
 
@@ -535,8 +543,11 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
         cfg = _run_config(run)
         try:
             trace = run_trace(cfg)
-        except ValueError:
+        except NoContextTrace:
             without.append((run, f"no context trace: {cfg.env} (trace {cfg.trace!r}) is not driven by one"))
+            continue
+        except ValueError as exc:  # the trace cannot be made now (a trace file moved): its own reason
+            without.append((run, f"its trace cannot be made: {str(exc).splitlines()[0]}"))
             continue
         label = f"{cfg.env.split('/')[-1]} {trace.name}"
         if cfg.env_kwargs:
@@ -547,11 +558,11 @@ def forgetting_study(runs_dir: str | Path, *, regimes: int = 6, mode: str = "con
     lengths: dict[str, set[int]] = {}
     for _, _, trace, label in found:
         lengths.setdefault(label, set()).add(len(trace))
-    for run, cfg, trace, label in found:
         tkey = (trace.name, len(trace))
-        if tkey not in refs_of:
+        if tkey not in refs_of:  # every trace's references before any evaluation: bad options fail at once
             refs_of[tkey] = reference_contexts(trace, regimes, mode, episode_steps, seed=0)
-        refs = refs_of[tkey]
+    for run, cfg, trace, label in found:
+        refs = refs_of[(trace.name, len(trace))]
         cell = label + (f" ({len(trace):,} rows)" if len(lengths[label]) > 1 else "")
         cells[cell], traces[cell] = refs, trace
         res = _evaluate_cached(run, refs, episodes, episode_steps, seed, rule,

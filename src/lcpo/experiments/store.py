@@ -111,7 +111,9 @@ def _summary_number(path: Path, key: str, value: Any) -> float | int:
 
 def _lock_held(folder: Path) -> bool:
     """Whether a process holds ``folder``'s run lock now (:mod:`lcpo.persistence.runlock`), probed read-only:
-    the lock file is opened for reading and a shared lock tried and dropped at once, so nothing is written."""
+    the lock file is opened for reading and a shared lock tried and dropped at once, so nothing is written. On a
+    file system without locks the probe cannot tell, and a run without a summary counts as interrupted."""
+    import errno
     import fcntl
 
     from lcpo.persistence.runlock import LOCK_NAME
@@ -122,8 +124,8 @@ def _lock_held(folder: Path) -> bool:
         return False
     try:
         fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
+    except OSError as exc:  # held: EWOULDBLOCK; a file system without locks (ENOLCK, ...) cannot tell: not held
+        return exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK)
     else:
         fcntl.flock(fh, fcntl.LOCK_UN)
         return False
