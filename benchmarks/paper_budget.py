@@ -717,6 +717,13 @@ def load_straggler_runs(folder: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _mean_text(values: pd.Series, digits: int) -> str:
+    """Mean of a summary fraction for a table: ``—`` where no run has one (null in summary.json: an agent
+    without constrained steps or OOD sampling, e.g. A2C)."""
+    v = pd.to_numeric(values, errors="coerce").astype(float)
+    return "—" if v.isna().all() else f"{v.mean():.{digits}f}"
+
+
 def straggler_section(folder: Path) -> list[str]:
     """Paper Table 1's comparison: the learned policies' bucketed p95 next to every fixed policy's."""
     runs = load_straggler_runs(folder) if folder.exists() else pd.DataFrame()
@@ -756,8 +763,8 @@ def straggler_section(folder: Path) -> list[str]:
             means[policy] = float(np.mean(v))
             rel = f"{100 * (means[policy] / best[1]['bucketed_p95_ms'] - 1):+.1f} %" if best else "—"
             lines.append(f"| {policy} | {len(grp)} | {_ci_text(v)} | {', '.join(f'{x:.1f}' for x in v)} | {rel} | "
-                         f"{100 * grp['forced_fraction'].mean():.2f} % | {grp['constrained_fraction'].mean():.2f} | "
-                         f"{grp['ood_fraction'].mean():.3f} |")
+                         f"{100 * grp['forced_fraction'].mean():.2f} % | {_mean_text(grp['constrained_fraction'], 2)} | "
+                         f"{_mean_text(grp['ood_fraction'], 3)} |")
         lines.append("")
         if fx:
             lines += ["All fixed policies (bucketed p95, ms): " + ", ".join(

@@ -86,6 +86,17 @@ def test_report_reads_a_folder_of_lcpo_run_outputs(tmp_path):
     assert lcpo_mean == pytest.approx((by_run["lcpo-s0"] + by_run["lcpo-s1"]) / 2)
     with pytest.raises(FileNotFoundError, match="no `lcpo run` output folders"):
         collect(tmp_path / "runs" / "notes")
+    # a run stopped before its summary (Ctrl-C, kill -9) is counted as interrupted, not left out; a folder of
+    # such runs alone is still an `lcpo run` folder
+    for name in ("a2c-s1", "lcpo-s1"):
+        (out / name / "summary.json").unlink()
+    runs, _ = collect(out)
+    assert runs.set_index("run_id")["status"].to_dict() == {"a2c-s0": "done", "a2c-s1": "interrupted",
+                                                            "lcpo-s0": "done", "lcpo-s1": "interrupted"}
+    assert "4 runs: 2 done, 2 interrupted" in report(out, tmp_path / "report2").read_text()
+    for name in ("a2c-s0", "lcpo-s0"):
+        (out / name / "summary.json").unlink()
+    assert runs_root(out) == out and set(collect(out)[0]["status"]) == {"interrupted"}
 
 
 def _one_run_sweep(tmp_path):

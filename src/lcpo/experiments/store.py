@@ -134,16 +134,17 @@ def _lock_held(folder: Path) -> bool:
 
 
 def _is_run_folder(path: Path) -> bool:
-    """True for a folder written by ``lcpo run --out`` (``config.json`` plus a summary or an error)."""
-    return path.is_dir() and (path / "config.json").is_file() and (
-        (path / "summary.json").is_file() or (path / "error.json").is_file())
+    """True for a run folder: one holding the ``config.json`` a run writes when it starts (finished, running or
+    interrupted alike), a summary, or the ``error.json`` of a run that failed before writing its configuration
+    (a population's own ``.population-*`` folder holds none of them)."""
+    return path.is_dir() and any((path / name).is_file() for name in ("config.json", "summary.json", "error.json"))
 
 
 def runs_root(runs_dir: str | Path) -> Path:
     """The folder that holds the run folders of ``runs_dir``.
 
     A sweep folder keeps them under ``runs/``; a folder written by ``lcpo run --out DIR`` (``DIR/AGENT-sSEED/``
-    with ``config.json`` and ``summary.json``) holds them directly, so ``lcpo report`` works on both.
+    with ``config.json``, written when the run starts) holds them directly, so ``lcpo report`` works on both.
 
     Raises:
         FileNotFoundError: if ``runs_dir`` is neither.
@@ -154,7 +155,7 @@ def runs_root(runs_dir: str | Path) -> Path:
     if runs_dir.is_dir() and any(_is_run_folder(p) for p in runs_dir.iterdir()):
         return runs_dir
     raise FileNotFoundError(f"{runs_dir}: not a sweep folder (no sweep.json and no runs/ folder) and no "
-                            "`lcpo run` output folders (AGENT-sSEED/ with config.json and summary.json) in it")
+                            "`lcpo run` output folders (AGENT-sSEED/ with config.json) in it")
 
 
 def check_folder_for(folder: str | Path, writer: str) -> None:
@@ -199,7 +200,7 @@ def _manifest_specs(runs_dir: Path) -> list[tuple[str, dict | None]]:
     root = runs_root(runs_dir)
     if root == runs_dir:
         return [(p.name, None) for p in sorted(root.iterdir()) if _is_run_folder(p)]
-    return [(p.name, None) for p in sorted(root.iterdir()) if p.is_dir()]
+    return [(p.name, None) for p in sorted(root.iterdir()) if _is_run_folder(p)]
 
 
 def _diagnostic_means(path: Path) -> dict[str, float]:
