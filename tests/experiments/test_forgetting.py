@@ -456,3 +456,13 @@ def test_a_trace_that_cannot_be_made_is_its_own_reason_and_regimes_are_checked_b
     study = forgetting_study(tmp_path / "runs", regimes=2, episodes=1, episode_steps=10)
     why = study["without_reasons"]["mine"]
     assert why.startswith("its trace cannot be made: ") and "mine.npy" in why and "no context trace" not in why
+
+
+def test_a_file_given_for_a_folder_is_named_as_a_file(tmp_path, capsys):
+    from lcpo.cli.main import main
+
+    (tmp_path / "sweep.json").write_text("{}")
+    assert main(["forgetting", str(tmp_path / "sweep.json")]) == 2
+    assert "sweep.json: a file, not a folder" in capsys.readouterr().err
+    assert main(["resume", str(tmp_path / "sweep.json")]) == 2
+    assert "sweep.json: a file, not a folder" in capsys.readouterr().err

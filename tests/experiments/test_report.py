@@ -527,6 +527,12 @@ def test_two_schemes_get_no_iqm_or_profiles_but_keep_the_probability_of_improvem
                                                                                      ("a2c", -101.0))}
     md = write_report(make_runs(cells), _EMPTY_EP, tmp_path).read_text()
     assert "No IQM or performance profiles: with 2 scheme(s) setting the scale" in md
+    three = {**cells, **{(t, "trpo"): [-130.0, -125.0, -135.0] for t in ("wind-1", "wind-3")}}
+    write_report(make_runs(three), _EMPTY_EP, tmp_path / "reused")
+    assert (tmp_path / "reused" / "performance_profile.png").exists()
+    write_report(make_runs(cells), _EMPTY_EP, tmp_path / "reused")  # the same --out, two schemes now
+    assert not (tmp_path / "reused" / "performance_profile.png").exists()
+    assert not (tmp_path / "reused" / "normalized_return_cdf.png").exists()
     assert "IQM [95% CI]" not in md and not (tmp_path / "performance_profile.png").exists()
     assert pd.read_csv(tmp_path / "iqm.csv").empty
     assert "P(LCPO > baseline) [95% CI]" in md  # reads the returns, not the 0/1 normalization
@@ -577,3 +583,13 @@ def test_a_sweep_with_no_finished_run_gets_a_report_not_a_crash(tmp_path):
     text = write_report(runs, _EMPTY_EP, tmp_path).read_text()
     assert "3 runs: 2 running, 1 not started. No compute recorded yet (no run has finished)." in text
     assert "No finished runs yet." in text and "nan" not in text
+
+
+def test_finished_runs_without_a_lifelong_return_are_not_called_unfinished(tmp_path):
+    runs = make_runs({("wind-1", "lcpo"): [np.nan], ("wind-1", "a2c"): [np.nan]})
+    runs["code_commit"], runs["code_dirty"] = "abcdef0123456789", False
+    text = write_report(runs, _EMPTY_EP, tmp_path).read_text()
+    assert "2 runs: 2 done." in text and "Code of the finished runs (summary.json `code`): abcdef0 (2 runs)." in text
+    assert "Seeds per cell: none, no finished run has a lifelong return yet." in text
+    assert "No tables: no finished run has a lifelong return (listed above)." in text
+    assert "none finished yet" not in text and "No finished runs yet" not in text

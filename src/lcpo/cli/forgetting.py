@@ -70,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not Path(args.runs_dir).exists():
             raise FileNotFoundError(f"{args.runs_dir}: no such folder")
+        if not Path(args.runs_dir).is_dir():
+            raise FileNotFoundError(f"{args.runs_dir}: a file, not a folder (give the sweep, `lcpo run --out` or "
+                                    "run folder)")
         from lcpo.persistence.outputs import check_output_dir
 
         check_output_dir(out, "--out")  # before any evaluation: a one-line error for an unwritable folder

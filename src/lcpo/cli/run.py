@@ -344,6 +344,8 @@ def find_run_folders(folder: Path) -> list[Path]:
         FileNotFoundError: ``folder`` does not exist, or holds no run folder (the message names it).
     """
     folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: a file, not a folder (give the run or sweep folder)")
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such folder")
     if (folder / "config.json").is_file():

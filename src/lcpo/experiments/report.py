@@ -140,7 +140,8 @@ def check_code(runs: pd.DataFrame, allow_mixed_code: bool = False) -> dict:
 
     Returns:
         ``{"commits": {commit or "unknown": runs}, "mixed": {cell: [commits]}, "dirty": runs that ran from a
-        modified tree, "allowed": allow_mixed_code}`` over the finished runs.
+        modified tree, "allowed": allow_mixed_code}``: commits and dirty over the finished runs, ``mixed`` over the
+        cells' pooled runs (those with a lifelong return).
 
     A seed that ran from a modified tree (``code_dirty``) ran on other code than a clean seed of the same
     commit: it is labelled ``COMMIT+dirty`` and the two are mixed. Seeds that all ran from a modified tree on one
@@ -151,7 +152,8 @@ def check_code(runs: pd.DataFrame, allow_mixed_code: bool = False) -> dict:
             modified, or a known one with unknown ones) and ``allow_mixed_code`` is False; the message names the
             cell and its commits.
     """
-    done = _done(runs)
+    done = runs[runs["status"] == "done"]  # every finished run's code is stated; the pooled ones are checked
+    pooled = _done(runs)
     keys = _row_keys(runs) + ["scheme"]
     commits = (done["code_commit"] if "code_commit" in done else pd.Series([None] * len(done), index=done.index))
     commits = commits.map(lambda c: str(c)[:7] if isinstance(c, str) and c else UNKNOWN)
@@ -160,7 +162,7 @@ def check_code(runs: pd.DataFrame, allow_mixed_code: bool = False) -> dict:
     # a seed run from a modified tree ran on other code than a clean seed of the same commit: its label differs
     labels = pd.Series([c + ("+dirty" if c != UNKNOWN and d else "") for c, d in zip(commits, dirty_flags)],
                        index=done.index, dtype=object)
-    cells = {_cell_name(k): labels.loc[g.index].tolist() for k, g in done.groupby(keys, sort=False, dropna=False)}
+    cells = {_cell_name(k): labels.loc[g.index].tolist() for k, g in pooled.groupby(keys, sort=False, dropna=False)}
     mixed = mixed_code_cells(cells)
     if mixed and not allow_mixed_code:
         cell, cs = next(iter(mixed.items()))
@@ -518,10 +520,12 @@ def _cell(mean: float, low: float, high: float) -> str:
     return f"{_num(mean)} [{_num(low)}, {_num(high)}]"
 
 
-def _seeds_text(table: pd.DataFrame, confidence: float = 0.95) -> str:
-    """Report sentence stating the seeds per cell and what the t interval's coverage is."""
+def _seeds_text(table: pd.DataFrame, confidence: float = 0.95, finished: int = 0) -> str:
+    """Report sentence stating the seeds per cell and what the t interval's coverage is (``finished``: the
+    finished runs, with a lifelong return or not)."""
     if table.empty:
-        return "Seeds per cell: none finished yet."
+        return ("Seeds per cell: none finished yet." if not finished else
+                "Seeds per cell: none, no finished run has a lifelong return yet.")
     n_min, n_max = int(table["n"].min()), int(table["n"].max())
     count = (f"Every cell averages {n_min} seed{'s' if n_min != 1 else ''}" if n_min == n_max
              else f"Cells average {n_min} to {n_max} seeds (each cell shows its n)")
@@ -951,6 +955,8 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
     from lcpo.persistence.outputs import check_output_dir
 
     out_dir = check_output_dir(out_dir, create=True)
+    for stale in ("normalized_return_cdf.png", "performance_profile.png"):  # drawn only when meaningful: a
+        (out_dir / stale).unlink(missing_ok=True)                        # reused --out must not keep an old one
     done = _done(runs)
     schemes = _ordered_schemes(runs)
     table = lifelong_table(runs, confidence=confidence, seed=seed)
@@ -979,14 +985,15 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
            f"error {1 - confidence:.2g}; table 'LCPO against each baseline'). Bold: the best online scheme of a "
            f"row, only when its interval lies above every other online scheme's and every online scheme of the "
            f"row has at least {MIN_SEEDS_FOR_MARK} seeds. A difference without a mark is not significant: "
-           f"it is no lead."), "", _seeds_text(table, confidence), "", _code_text(code), ""]
+           f"it is no lead."), "", _seeds_text(table, confidence, int((runs["status"] == "done").sum())), "", _code_text(code), ""]
     unscored = runs[(runs["status"] == "done") & ~runs.index.isin(done.index)]
     if not unscored.empty:
         md += [(f"{len(unscored)} finished run(s) have no lifelong return (no episode ended after the warm-up, or "
                 f"summary.json records none) and are left out of every cell: "
                 f"{', '.join(unscored['run_id'].astype(str))}."), ""]
     if done.empty:
-        md += ["No finished runs yet.", ""]
+        md += ["No finished runs yet." if not (runs["status"] == "done").any() else
+               "No tables: no finished run has a lifelong return (listed above).", ""]
     else:
         md += ["## Lifelong return (paper Tables 5-8)", "", _main_tables(table, ranks, schemes, comp), "",
                "CSV: [lifelong_return.csv](lifelong_return.csv)", ""]
@@ -1064,7 +1071,9 @@ def report(runs_dir: str | Path, out_dir: str | Path, *, confidence: float = 0.9
         The path of ``report.md``.
 
     Raises:
-        FileNotFoundError: if ``runs_dir`` is not a sweep folder.
+        FileNotFoundError: if ``runs_dir`` is not a sweep folder (or is a file).
+        ValueError: a malformed summary/error/config JSON or a non-number summary field (named), or a
+            non-finite ``confidence``.
         MixedCodeError: see :func:`write_report`.
     """
     runs_dir = Path(runs_dir)

@@ -345,6 +345,7 @@ def load_store(runs_dir: str | Path, refresh: bool = True, write: bool = True) -
 
     Raises:
         FileNotFoundError: if ``runs_dir`` has neither run folders nor a store.
+        ValueError: a malformed summary/error/config JSON or a non-number summary field (:func:`collect`).
     """
     runs_dir = Path(runs_dir)
     res, eps = runs_dir / "results.parquet", runs_dir / "episodes.parquet"
