@@ -186,9 +186,8 @@ def cell_tables(runs: pd.DataFrame, comp: pd.DataFrame) -> list[str]:
             n_done, n_all = len(d), len(g)
             seeds = f"{n_done} of {n_all}" if n_done < n_all else f"{n_all}"
             if n_done == 0:
-                failed = int((g["status"] == "failed").sum())
-                lines.append(f"| {scheme.upper()} | 0 of {n_all} | not run yet" + (f" ({failed} failed)" if failed
-                             else "") + f" | {paper.get(scheme, '—')} | — | — | — |")
+                lines.append(f"| {scheme.upper()} | 0 of {n_all} | {_pending(g)} | {paper.get(scheme, '—')} | — | — "
+                             "| — |")
                 continue
             test = "—"
             if scheme in ct.index:
@@ -249,6 +248,15 @@ def significance_text(comp: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
 
 
 # -- across cells ---------------------------------------------------------------------------------------------
+def _pending(g: pd.DataFrame) -> str:
+    """What the runs of a cell without a finished one are doing: ``not run yet``, or their states (``1 running,
+    2 interrupted``, ``3 failed``) from the store's ``status``."""
+    counts = g["status"].value_counts()
+    states = [f"{int(counts[k])} {k}" for k in ("running", "interrupted", "failed") if counts.get(k)]
+    return ", ".join(states) + (f", {int(counts['missing'])} not run yet" if states and counts.get("missing")
+                                else "") if states else "not run yet"
+
+
 def across_section(runs: pd.DataFrame, folder: Path) -> list[str]:
     """The paper's Figure 3a CDF, IQM, probability of improvement and performance profiles across the cells."""
     import matplotlib
@@ -306,7 +314,12 @@ def across_section(runs: pd.DataFrame, folder: Path) -> list[str]:
     else:
         lines += [f"No CDF: {len(online)} online agent(s); min-max normalization of fewer than "
                   f"{MIN_SCHEMES_FOR_CDF} puts one at 0 and the other at 1 in every cell.", ""]
-    if len(agg["iqm"]):
+    few = len(agg["field"]) < MIN_SCHEMES_FOR_CDF  # two means on the scale: one at 0, the other at 1 everywhere
+    if few and len(agg["iqm"]):
+        lines += [f"No IQM or performance profiles: {len(agg['field'])} agent(s) set the 0-1 scale, so min-max "
+                  "normalization puts one mean at 0 and the other at 1 in every cell (`lcpo report` applies the "
+                  "same rule). P(LCPO > X) reads the returns themselves.", ""]
+    if len(agg["iqm"]) and not few:
         lines += ["| agent | cells | runs | IQM of normalized return [95% CI] |", "|---|---|---|---|"]
         for r in agg["iqm"].itertuples():
             ci = f"{r.iqm:.2f}" + (f" [{r.ci_low:.2f}, {r.ci_high:.2f}]" if np.isfinite(r.ci_low) else
@@ -319,7 +332,7 @@ def across_section(runs: pd.DataFrame, folder: Path) -> list[str]:
             ci = f" [{r.ci_low:.2f}, {r.ci_high:.2f}]" if np.isfinite(r.ci_low) else ""
             lines.append(f"| {r.baseline.upper()} | {r.cells} | {r.poi:.2f}{ci} |")
         agg["poi"].to_csv(folder / "probability_of_improvement.csv", index=False)
-    if agg["profiles"]:
+    if agg["profiles"] and not few:
         _profile_figure(agg["profiles"], folder / "performance_profile.png", CONFIDENCE)
         lines += ["", "![performance profiles](performance_profile.png)"]
     return lines + [""]
@@ -400,7 +413,7 @@ def runs_lines(runs: pd.DataFrame, code: dict) -> list[str]:
                      f"{int((g['status'] == 'failed').sum())} | "
                      + ((f"{wall_once / 3600:.2f} h" + (f" ({wall / 3600:.2f} h summed over seeds)"
                                                          if not math.isclose(wall, wall_once) else ""))
-                        if len(d) else "not run yet") + " | "
+                        if len(d) else _pending(g)) + " | "
                      + (f"{d['steps_per_s'].mean():,.0f}" if len(d) else "—") + " | "
                      + (", ".join(map(str, pops)) or "—") + f" | {', '.join(commits) or '—'} |")
     return lines + [""]

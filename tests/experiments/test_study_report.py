@@ -359,3 +359,18 @@ def test_mixed_commits_are_one_line_from_the_command(study, tmp_path):
     message = str(info.value.code)
     assert "pools seeds that ran on different code" in message and "--allow-mixed-code" in message
     assert len(message.splitlines()) == 1
+
+
+def test_pending_cells_say_what_their_runs_are_doing_and_two_agents_get_no_iqm(study, tmp_path):
+    folder = _write_synthetic(tmp_path / "two", agents=("lcpo", "a2c"))
+    for run in (folder / "runs").glob("WindyPendulum-v0_wind-3_a2c_*"):
+        for f in run.iterdir():
+            f.unlink()
+        (run / "config.json").write_text("{}")  # started, stopped before a summary (the error.json run too)
+    text = study.report(folder, forgetting=False).read_text()
+    cells = text.split("## Lifelong return per cell", 1)[1].split("\n## Which differences", 1)[0]
+    runs = text.split("## Runs per cell", 1)[1]
+    assert "| A2C | 0 of 3 | 3 interrupted |" in cells and "not run yet" not in cells
+    assert "3 interrupted" in runs and "not run yet" not in runs
+    assert "No IQM or performance profiles: 2 agent(s) set the 0-1 scale" in text
+    assert "| agent | cells | runs | IQM" not in text and not (folder / "performance_profile.png").exists()
