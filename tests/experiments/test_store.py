@@ -158,3 +158,27 @@ def test_the_lock_probe_reads_only_a_would_block_as_held(tmp_path, monkeypatch):
                 raise OSError(code, "refused")
         monkeypatch.setattr(fcntl, "flock", refuse)
         assert store._lock_held(tmp_path) is held
+
+
+def test_a_sweep_refuses_a_malformed_summary_before_running_anything(tmp_path, capsys):
+    from lcpo.cli import sweep as sweep_cli
+
+    specs = _one_run_sweep(tmp_path)
+    bad = run_dir(tmp_path, specs[0].run_id) / "summary.json"
+    bad.write_text("[]")
+    manifest = (tmp_path / "sweep.json").read_bytes()
+    with pytest.raises(ValueError, match=r"summary\.json: malformed: a JSON object was expected, got list; "
+                                         r"repair it, or delete it"):
+        run_sweep(specs, tmp_path, workers=1, executor=FAKE, progress=False)
+    assert not run_dir(tmp_path, specs[1].run_id).exists()  # the unfinished run did not start
+    assert (tmp_path / "sweep.json").read_bytes() == manifest
+    toml = tmp_path / "t.toml"
+    toml.write_text('name = "t"\nsteps = 1000\nseeds = 2\nenvs = ["lcpo/WindyPendulum-v0"]\ntraces = ["wind-1"]\n'
+                    f'agents = ["a2c"]\nout = "{tmp_path}"\n')
+    assert sweep_cli.main([str(toml), "--executor", FAKE, "--dry-run"]) == 2
+    err = capsys.readouterr()
+    assert err.err.startswith("lcpo sweep: error: ") and "malformed" in err.err and err.out == ""
+    assert sweep_cli.main([str(toml), "--executor", FAKE, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lcpo sweep: error: ") and "malformed" in err and err.count("\n") == 1
+    assert not run_dir(tmp_path, specs[1].run_id).exists()

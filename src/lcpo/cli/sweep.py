@@ -103,11 +103,16 @@ def run(args: argparse.Namespace) -> int:
             return 2
     if args.dry_run:
         listed = specs if args.only is None else chosen
+        try:  # a malformed summary of a finished run: one line, before the listing
+            tasks = _tasks_line(listed, out, 1 if args.no_batch else args.population)
+        except ValueError as exc:
+            print(f"lcpo sweep: error: {exc}", file=sys.stderr)
+            return 2
         for spec in listed:
             print(spec.run_id)
         sel = "" if args.only is None else f"{len(chosen)} of "
         print(f"{sel}{len(specs)} runs -> {out}", file=sys.stderr)
-        print(_tasks_line(listed, out, 1 if args.no_batch else args.population), file=sys.stderr)
+        print(tasks, file=sys.stderr)
         for line in _resume_lines(listed, out, 1 if args.no_batch else args.population, args.device):
             print(line, file=sys.stderr)
         return 0
@@ -134,6 +139,9 @@ def run(args: argparse.Namespace) -> int:
     except SweepInterrupted as stopped:
         print(_stopped_line(stopped, args, out), file=sys.stderr)
         return 128 + stopped.signum
+    except ValueError as exc:  # refused before any run started (a malformed summary of a finished run, ...)
+        print(f"lcpo sweep: error: {exc}", file=sys.stderr)
+        return 2
     counts = Counter(o.status for o in outcomes)
     print(f"{len(outcomes)} runs in {out}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     failures: dict[str, list[str]] = {}  # one line per distinct error (a population task's runs share theirs)

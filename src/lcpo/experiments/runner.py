@@ -432,7 +432,23 @@ def select_runs(specs: Sequence[RunSpec], patterns: Sequence[str]) -> list[RunSp
 
 
 def _is_finished(runs_dir: Path, run_id: str) -> bool:
-    return (run_dir(runs_dir, run_id) / "summary.json").is_file()
+    """Whether the run has a ``summary.json``, which must be readable (else a finished run would be skipped
+    here and refused by the store after every other run ran).
+
+    Raises:
+        ValueError: one line naming the malformed summary and the two ways out.
+    """
+    path = run_dir(runs_dir, run_id) / "summary.json"
+    if not path.is_file():
+        return False
+    from lcpo.experiments.store import read_summary
+
+    try:
+        read_summary(path)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; repair it, or delete it to run that run again (from its checkpoint, if it "
+                         "kept one)") from None
+    return True
 
 
 def resume_preview(specs: Sequence[RunSpec], runs_dir: str | Path, population: int,
@@ -1057,7 +1073,8 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
     Raises:
         ValueError: for an unknown backend, a non-positive ``workers``, ``address`` without the dask backend,
             duplicate run ids, an ``only`` pattern that matches no run id, or a ``runs_dir`` that holds
-            ``lcpo run`` output folders and no manifest (:func:`lcpo.experiments.store.check_folder_for`).
+            ``lcpo run`` output folders and no manifest (:func:`lcpo.experiments.store.check_folder_for`), or
+            a finished run whose ``summary.json`` is malformed (named; checked before anything runs).
         lcpo.persistence.runlock.RunFolderBusy: (a RuntimeError) if another sweep holds the folder's lock.
         SweepInterrupted: (a KeyboardInterrupt) the sweep was stopped by SIGINT or SIGTERM (see the module
             docstring); every worker has exited, the store is written (unless a second signal came), and its
@@ -1092,6 +1109,8 @@ def run_sweep(specs: Iterable[RunSpec], runs_dir: str | Path, *, backend: str = 
 
     check_folder_for(runs_dir, "sweep")
     runs_dir = check_output_dir(runs_dir, "sweep folder", create=True)
+    for spec in specs:  # every finished run's summary readable before anything runs (ValueError naming it)
+        _is_finished(runs_dir, spec.run_id)
     lock = _lock(runs_dir)
     try:
         write_json_atomic(runs_dir / "sweep.json", {
