@@ -74,3 +74,14 @@ def test_the_checks_themselves():
         number(0, "g", low=0.0, high=1.0, low_open=True)
     with pytest.raises(ValueError, match="'c' must be true or false, got 1"):
         flag(1, "c")
+
+
+def test_the_name_the_user_gave_and_every_entry_points_valid_arguments_are_named():
+    from lcpo.envs.registration import make_env
+
+    with pytest.raises(ValueError, match=r"^environment argument 'max_episode_steps' must be an integer >= 1, "
+                                         r"got None$"):
+        make_env("lcpo/TrapGrid-v0", max_episode_steps=None)  # the grid world needs a limit
+    with pytest.raises(ValueError, match=r"^unknown environment argument\(s\) \['foo'\] for "
+                                         r"lcpo/StragglerMitigation-v0; valid keyword arguments: \[.*'n_servers'"):
+        make_env("lcpo/StragglerMitigation-v0", foo=1)  # was gymnasium's raw TypeError text

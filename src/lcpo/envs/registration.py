@@ -168,6 +168,7 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
             ``max_episode_steps``, and the value: :mod:`lcpo.envs.arguments`).
     """
     kind, target = _resolve(env_id)
+    renamed = target in ENV_IDS and "max_episode_steps" in kwargs
     if target in ENV_IDS:
         rename_max_episode_steps(kwargs)
     try:
@@ -175,6 +176,10 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
             return gym.make(target, **kwargs)
         spec = gym.envs.registration.EnvSpec(id=env_id, entry_point=target)
         env = gym.make(spec, **kwargs)
+    except ValueError as exc:
+        if renamed and "'time_limit'" in str(exc):  # the user wrote max_episode_steps: name it so
+            raise ValueError(str(exc).replace("'time_limit'", "'max_episode_steps'")) from None
+        raise
     except TypeError as exc:
         bad, valid = _unknown_kwargs(target if kind == "id" else None, kwargs, None if kind == "id" else target)
         if not bad:

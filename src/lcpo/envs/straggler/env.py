@@ -44,6 +44,7 @@ Networks: ``default_network = "perm-invariant"`` (:mod:`lcpo.envs.straggler.nets
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
@@ -466,3 +467,7 @@ def make_straggler_env(**kwargs) -> StragglerMitigationEnv:
     With no arguments the environment runs on the bundled Azure LLM workload.
     """
     return StragglerMitigationEnv(**kwargs)
+
+
+# the class's keywords, for an unknown argument's message (lcpo.envs.registration names the valid ones)
+make_straggler_env.__signature__ = inspect.signature(StragglerMitigationEnv)
