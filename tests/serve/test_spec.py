@@ -68,6 +68,11 @@ def test_infinite_bounds_mean_unbounded_and_float32_s_maximum_is_a_bound(tmp_pat
     space = spec_env(load_spec(tmp_path / "s.json")).observation_space
     f32 = np.finfo(np.float32).max
     assert space == gym.spaces.Box(np.float32([-np.inf, -np.inf, -f32]), np.float32([np.inf, 1, f32]))
+    # a float literal beyond float64 is not a way to write "unbounded": Python's json would read it as Infinity
+    (tmp_path / "big.json").write_text('{"observation": {"size": 3, "high": [1, 1e400, 1]}, "action": {"discrete": 2}}')
+    with pytest.raises(SpecError, match=r"big.json: the number 1e400 is beyond float64's range \(±1.8e308\); write "
+                                        r"null \(or ±Infinity\) for an unbounded entry"):
+        load_spec(tmp_path / "big.json")
 
 
 def test_bad_spec_file_names_the_file(tmp_path):

@@ -94,8 +94,15 @@ def load_spec(path: str | Path) -> dict:
     path = Path(path)
     from lcpo.serve.protocol import DuplicateKeyError, unique_object
 
+    def finite_float(text: str) -> float:  # 1e400 would read as Infinity, i.e. unbounded, without a word
+        value = float(text)
+        if math.isinf(value):
+            raise SpecError(f"spec file {path}: the number {text} is beyond float64's range (±1.8e308); write null "
+                            "(or ±Infinity) for an unbounded entry")
+        return value
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_object)
+        doc = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_object, parse_float=finite_float)
     except FileNotFoundError:
         raise SpecError(f"spec file {path} does not exist") from None
     except DuplicateKeyError as exc:  # json alone would keep the last value silently
