@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+# the server's own quoting, so a local refusal reads as the server's (protocol imports no torch)
+from lcpo.serve.protocol import _show, _show_number
+
 __all__ = ["ServeClient", "ServeError"]
 
 
@@ -119,20 +122,6 @@ def _number(v, field: str, expect: str = "a number") -> float:
     if not math.isfinite(f):
         raise ServeError(422, f"{field} must be finite, got {f!r}", field, local=True)
     return f
-
-
-def _show(x) -> str:  # as lcpo.serve.protocol's, not imported from it: the client stays free of torch
-    r = repr(x)
-    return r if len(r) <= 40 else r[:37] + "..."
-
-
-def _show_number(x) -> str:  # as lcpo.serve.protocol's: a long integer in exponent form (1e+400)
-    if type(x) is int and not -10 ** 16 < x < 10 ** 16:
-        from decimal import Decimal
-
-        mantissa, _, exponent = f"{Decimal(x):.6e}".partition("e")
-        return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"
-    return _show(x)
 
 
 _STEP_FIELDS = ("stream", "obs", "reward", "terminated", "truncated", "final_obs", "info")
