@@ -149,7 +149,7 @@ def test_the_lock_probe_reads_only_a_would_block_as_held(tmp_path, monkeypatch):
     import errno
     import fcntl
 
-    from lcpo.experiments import store
+    from lcpo.persistence.runlock import lock_in_force
 
     (tmp_path / ".lock").write_text("")
     for code, held in ((errno.EWOULDBLOCK, True), (errno.ENOLCK, False), (errno.EINVAL, False)):
@@ -157,7 +157,7 @@ def test_the_lock_probe_reads_only_a_would_block_as_held(tmp_path, monkeypatch):
             if op & fcntl.LOCK_NB:
                 raise OSError(code, "refused")
         monkeypatch.setattr(fcntl, "flock", refuse)
-        assert store._lock_held(tmp_path) is held
+        assert lock_in_force(tmp_path) is held
 
 
 def test_a_sweep_refuses_a_malformed_summary_before_running_anything(tmp_path, capsys):

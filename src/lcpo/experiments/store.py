@@ -109,28 +109,6 @@ def _summary_number(path: Path, key: str, value: Any) -> float | int:
     return value
 
 
-def _lock_held(folder: Path) -> bool:
-    """Whether a process holds ``folder``'s run lock now (:mod:`lcpo.persistence.runlock`), probed read-only:
-    the lock file is opened for reading and a shared lock tried and dropped at once, so nothing is written. On a
-    file system without locks the probe cannot tell, and a run without a summary counts as interrupted."""
-    import errno
-    import fcntl
-
-    from lcpo.persistence.runlock import LOCK_NAME
-
-    try:
-        fh = open(folder / LOCK_NAME, "rb")  # noqa: SIM115 - closed below
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as exc:  # held: EWOULDBLOCK; a file system without locks (ENOLCK, ...) cannot tell: not held
-        return exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK)
-    else:
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        return False
-    finally:
-        fh.close()
 
 
 def _is_run_folder(path: Path) -> bool:
@@ -234,7 +212,9 @@ def _run_row(runs_dir: Path, run_id: str, config: dict | None) -> dict[str, Any]
     elif error is not None:
         row["status"] = "failed"
     elif folder.is_dir():
-        row["status"] = "running" if _lock_held(folder) else "interrupted"
+        from lcpo.persistence.runlock import lock_in_force
+
+        row["status"] = "running" if lock_in_force(folder) else "interrupted"
     else:
         row["status"] = "missing"
     for key in _CONFIG_FIELDS:

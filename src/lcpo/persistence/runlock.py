@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["LOCK_NAME", "RunFolderBusy", "RunLock", "lock_holder"]
+__all__ = ["LOCK_NAME", "RunFolderBusy", "RunLock", "lock_holder", "lock_in_force"]
 
 #: File name of the lock inside a run folder.
 LOCK_NAME = ".lock"
@@ -47,6 +47,25 @@ def lock_holder(folder: str | Path) -> dict | None:
         return json.loads((Path(folder) / LOCK_NAME).read_text())
     except (OSError, ValueError):
         return None
+
+
+def lock_in_force(folder: str | Path) -> bool:
+    """Whether a process holds ``folder``'s lock now, probed read-only: the lock file is opened for reading and a
+    shared lock tried and dropped at once, so nothing is written (unlike :class:`RunLock`, which writes its holder
+    line). False where there is no lock file, and on a file system without locks, where the probe cannot tell."""
+    try:
+        fh = open(Path(folder) / LOCK_NAME, "rb")  # noqa: SIM115 - closed below
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:  # held: EWOULDBLOCK; a file system without locks (ENOLCK, ...) cannot tell: not held
+        return exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK)
+    else:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return False
+    finally:
+        fh.close()
 
 
 def _describe(folder: Path) -> str:
