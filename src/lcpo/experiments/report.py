@@ -958,6 +958,7 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
     for stale in ("normalized_return_cdf.png", "performance_profile.png"):  # drawn only when meaningful: a
         (out_dir / stale).unlink(missing_ok=True)                        # reused --out must not keep an old one
     done = _done(runs)
+    finished = runs["status"] == "done"  # with a lifelong return or not (done: those with one)
     schemes = _ordered_schemes(runs)
     table = lifelong_table(runs, confidence=confidence, seed=seed)
     ranks = rank_table(table)
@@ -985,14 +986,14 @@ def write_report(runs: pd.DataFrame, episodes: pd.DataFrame, out_dir: str | Path
            f"error {1 - confidence:.2g}; table 'LCPO against each baseline'). Bold: the best online scheme of a "
            f"row, only when its interval lies above every other online scheme's and every online scheme of the "
            f"row has at least {MIN_SEEDS_FOR_MARK} seeds. A difference without a mark is not significant: "
-           f"it is no lead."), "", _seeds_text(table, confidence, int((runs["status"] == "done").sum())), "", _code_text(code), ""]
-    unscored = runs[(runs["status"] == "done") & ~runs.index.isin(done.index)]
+           f"it is no lead."), "", _seeds_text(table, confidence, int(finished.sum())), "", _code_text(code), ""]
+    unscored = runs[finished & ~runs.index.isin(done.index)]
     if not unscored.empty:
         md += [(f"{len(unscored)} finished run(s) have no lifelong return (no episode ended after the warm-up, or "
                 f"summary.json records none) and are left out of every cell: "
                 f"{', '.join(unscored['run_id'].astype(str))}."), ""]
     if done.empty:
-        md += ["No finished runs yet." if not (runs["status"] == "done").any() else
+        md += ["No finished runs yet." if not finished.any() else
                "No tables: no finished run has a lifelong return (listed above).", ""]
     else:
         md += ["## Lifelong return (paper Tables 5-8)", "", _main_tables(table, ranks, schemes, comp), "",
