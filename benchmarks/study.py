@@ -296,6 +296,7 @@ def across_section(runs: pd.DataFrame, folder: Path) -> list[str]:
     norm.to_csv(folder / "normalized_return.csv", index=False)
     online = [s for s in dict.fromkeys(norm["scheme"]) if not s.startswith("prescient")]
     online = sorted(online, key=lambda s: (s != "lcpo", s))
+    few = len(agg["field"]) < MIN_SCHEMES_FOR_CDF  # two means on the scale: one at 0, the other at 1 everywhere
     lines += [(f"One task set: {cells} cell(s) x {len(in_block)} online agents "
               f"({', '.join(a.upper() for a in in_block)}), the largest block in which every agent finished in "
               f"every cell (of {len(all_online)} online agents; `lcpo.experiments.report.aggregate_block`)."
@@ -303,18 +304,20 @@ def across_section(runs: pd.DataFrame, folder: Path) -> list[str]:
               "min-max normalized by its cell's "
               "lowest and highest agent mean (these agents, and prescient agents that finished in every one of "
               "these cells): 0 = the worst agent mean of the cell, "
-              "1 = the best. IQM: the mean of the middle half of an agent's normalized runs pooled over the cells, "
-              "95% stratified-bootstrap interval (seeds resampled within cells, 2,000 resamples, generator seed 0; "
-              "about 85% actual coverage at 3 seeds, 93% at 10: `lcpo.experiments.stats.iqm_ci`). P(LCPO > X): "
-              "per cell the share of (LCPO seed, X seed) pairs LCPO wins, averaged over the common cells, same "
-              "bootstrap. These aggregates describe; the per-cell tests above are the claims."), ""]
+              "1 = the best. "
+              + ("" if few else "IQM: the mean of the middle half of an agent's normalized runs pooled over the "
+                 "cells, 95% stratified-bootstrap interval (seeds resampled within cells, 2,000 resamples, generator "
+                 "seed 0; about 85% actual coverage at 3 seeds, 93% at 10: `lcpo.experiments.stats.iqm_ci`). ")
+              + "P(LCPO > X): per cell the share of (LCPO seed, X seed) pairs LCPO wins, averaged over the common "
+              "cells, " + ("95% stratified-bootstrap interval (seeds resampled within cells, 2,000 resamples, "
+                           "generator seed 0)" if few else "same bootstrap")
+              + ". These aggregates describe; the per-cell tests above are the claims."), ""]
     if len(online) >= MIN_SCHEMES_FOR_CDF:
         _plot_cdf(norm[norm["scheme"].isin(online)], online, folder / "normalized_return_cdf.png")
         lines += ["![normalized return CDF (paper Figure 3a)](normalized_return_cdf.png)", ""]
     else:
         lines += [f"No CDF: {len(online)} online agent(s); min-max normalization of fewer than "
                   f"{MIN_SCHEMES_FOR_CDF} puts one at 0 and the other at 1 in every cell.", ""]
-    few = len(agg["field"]) < MIN_SCHEMES_FOR_CDF  # two means on the scale: one at 0, the other at 1 everywhere
     if few and len(agg["iqm"]):
         lines += [f"No IQM or performance profiles: {len(agg['field'])} agent(s) set the 0-1 scale, so min-max "
                   "normalization puts one mean at 0 and the other at 1 in every cell (`lcpo report` applies the "

@@ -528,14 +528,15 @@ def test_two_schemes_get_no_iqm_or_profiles_but_keep_the_probability_of_improvem
     md = write_report(make_runs(cells), _EMPTY_EP, tmp_path).read_text()
     assert "No IQM or performance profiles: with 2 scheme(s) setting the scale" in md
     three = {**cells, **{(t, "trpo"): [-130.0, -125.0, -135.0] for t in ("wind-1", "wind-3")}}
-    write_report(make_runs(three), _EMPTY_EP, tmp_path / "reused")
-    assert (tmp_path / "reused" / "performance_profile.png").exists()
+    md3 = write_report(make_runs(three), _EMPTY_EP, tmp_path / "reused").read_text()
+    assert (tmp_path / "reused" / "performance_profile.png").exists() and "IQM: the mean" in md3
     write_report(make_runs(cells), _EMPTY_EP, tmp_path / "reused")  # the same --out, two schemes now
     assert not (tmp_path / "reused" / "performance_profile.png").exists()
     assert not (tmp_path / "reused" / "normalized_return_cdf.png").exists()
     assert "IQM [95% CI]" not in md and not (tmp_path / "performance_profile.png").exists()
     assert pd.read_csv(tmp_path / "iqm.csv").empty
     assert "P(LCPO > baseline) [95% CI]" in md  # reads the returns, not the 0/1 normalization
+    assert "IQM: the mean" not in md and "stratified-bootstrap interval (seeds resampled" in md  # no method, no IQM
 
 
 def test_two_online_schemes_with_a_prescient_one_on_the_scale_keep_the_iqm(tmp_path):

@@ -374,3 +374,4 @@ def test_pending_cells_say_what_their_runs_are_doing_and_two_agents_get_no_iqm(s
     assert "3 interrupted" in runs and "not run yet" not in runs
     assert "No IQM or performance profiles: 2 agent(s) set the 0-1 scale" in text
     assert "| agent | cells | runs | IQM" not in text and not (folder / "performance_profile.png").exists()
+    assert "IQM: the mean" not in text and "P(LCPO > X): per cell" in text

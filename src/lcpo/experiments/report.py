@@ -882,21 +882,26 @@ def _across_md(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, confidenc
     if agg["left_out_rows"]:
         left += (" Rows left out: " + "; ".join(f"{r} (no {', '.join(m)})" for r, m in agg["left_out_rows"].items())
                  + ".")
-    md = ["## Across environments and traces (Agarwal et al. 2021)", "",
-          (f"One task set for every scheme: the IQM and the profiles pool the {len(agg['rows'])} row(s) of the "
-           f"largest block of schemes x rows in which every scheme finished (the LCPO scheme with the most rows always in; "
-           f"lcpo.experiments.report.aggregate_block), so that each scheme is scored on the same rows against the "
-           f"same field.{left} "
-           f"Each run's lifelong return min-max normalized by its row's lowest and highest mean over the block's "
-           f"schemes (and prescient schemes that finished in every block row). IQM: the mean of the middle 50% of "
-           f"a scheme's normalized runs, pooled over the block's rows, with a {pct}% stratified-bootstrap "
-           f"interval (seeds resampled within each row, 2,000 resamples, generator seed {seed}; it covers less "
-           f"than its level with few seeds per row, {coverage}; lcpo.experiments.stats.iqm_ci). "
-           f"P(LCPO > baseline): per row the Mann-Whitney U of LCPO's seeds over "
-           f"the baseline's divided by n m, averaged over the two schemes' common rows (any scheme, block or "
-           f"not), with the same bootstrap. An "
-           f"interval is '-' when every row of the scheme has one seed."), ""]
     few = len(agg["field"]) < MIN_SCHEMES_FOR_CDF  # the schemes whose means set the 0-1 scale, prescient ones too
+    poi_method = (f"P(LCPO > baseline): per row the Mann-Whitney U of LCPO's seeds over "
+                  f"the baseline's divided by n m, averaged over the two schemes' common rows (any scheme, block or "
+                  f"not), with a {pct}% stratified-bootstrap "
+                  f"interval (seeds resampled within each row, 2,000 resamples, generator seed {seed}). An "
+                  f"interval is '-' when every row of the scheme has one seed.")
+    if agg["iqm"].empty or few:  # no IQM printed below: its method is not described either
+        md = ["## Across environments and traces (Agarwal et al. 2021)", "", poi_method, ""]
+    else:
+        md = ["## Across environments and traces (Agarwal et al. 2021)", "",
+              (f"One task set for every scheme: the IQM and the profiles pool the {len(agg['rows'])} row(s) of the "
+               f"largest block of schemes x rows in which every scheme finished (the LCPO scheme with the most rows "
+               f"always in; lcpo.experiments.report.aggregate_block), so that each scheme is scored on the same rows "
+               f"against the same field.{left} "
+               f"Each run's lifelong return min-max normalized by its row's lowest and highest mean over the block's "
+               f"schemes (and prescient schemes that finished in every block row). IQM: the mean of the middle 50% of "
+               f"a scheme's normalized runs, pooled over the block's rows, with a {pct}% stratified-bootstrap "
+               f"interval (seeds resampled within each row, 2,000 resamples, generator seed {seed}; it covers less "
+               f"than its level with few seeds per row, {coverage}; lcpo.experiments.stats.iqm_ci). "
+               + poi_method), ""]
     if agg["iqm"].empty:
         md += ["No two online schemes finished in a common row with the LCPO scheme: no IQM or profiles."]
     elif few:
