@@ -172,6 +172,7 @@ def test_welch_holm_over_the_whole_report_and_the_verdict_sentence(text):
 def test_across_cells_settings_and_runs_sections(text, synthetic):
     assert (synthetic / "performance_profile.png").is_file()
     iqm = _rows(text, "| agent | cells | runs | IQM")
+    assert "IQM: the mean of the middle half" in text  # the method of the IQM printed
     # wind-3 has no TRPO: pooled, A2C's IQM came from 2 cells and TRPO's from 1 (A2C's score on wind-3 measured
     # against a field without TRPO); now one task set, the largest block: LCPO x A2C on both cells (4 agent-cells)
     # beats LCPO x A2C x TRPO on wind-1 (3), and TRPO is named as left out
