@@ -45,7 +45,7 @@ def test_every_agent_default_passes_validation(name):
     ({"max_backtracks": -1}, "hyperparameter 'max_backtracks' must be an integer >= 0, got -1"),
     ({"accept_ratio": 1.5}, "hyperparameter 'accept_ratio' must be in [0, 1]"),
     ({"rollout_steps": "200"}, "hyperparameter 'rollout_steps' must be a number, got '200'"),
-    ({"rollout_steps": True}, "must be a number, got True"),
+    ({"rollout_steps": True}, "must be a number, got true"),
     ({"network": 3}, "hyperparameter 'network' must be a string, got 3"),
 ])
 def test_bad_scalar_values_are_rejected_naming_key_and_value(overrides, fragment):

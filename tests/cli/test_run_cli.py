@@ -97,7 +97,7 @@ def test_bad_env_arg_names_key_and_valid_kwargs_only(capsys, tmp_path):
     # was "max_episode_steps must be >= 1 or None, got -5": the environment's internal name
     ("time_limit=-5", "environment argument 'time_limit' must be an integer >= 1 or null (no time limit), got -5"),
     ("time_limit=2.5", "environment argument 'time_limit' must be an integer >= 1 or null (no time limit), got 2.5"),
-    ("time_limit=true", "environment argument 'time_limit' must be an integer >= 1 or null (no time limit), got True"),
+    ("time_limit=true", "environment argument 'time_limit' must be an integer >= 1 or null (no time limit), got true"),
     ("max_episode_steps=0",
      "environment argument 'max_episode_steps' must be an integer >= 1 or null (no time limit), got 0"),
     ("divisor=abc", "environment argument 'divisor' must be a finite number > 0, got 'abc'"),

@@ -76,11 +76,24 @@ def test_the_checks_themselves():
         flag(1, "c")
 
 
+def test_values_are_shown_as_the_user_wrote_them_json_style():
+    """``--env-arg time_limit=true`` arrives as Python's True: the message says ``true``, not ``True``."""
+    for bad, shown in ((True, "true"), (np.bool_(False), "false"), (np.float32(2.5), "2.5"), ("abc", "'abc'")):
+        with pytest.raises(ValueError, match=re.escape(f"must be an integer >= 1, got {shown}") + "$"):
+            integer(bad, "t")
+    with pytest.raises(ValueError, match=re.escape("must be a finite number, got null") + "$"):
+        number(None, "d")
+    with pytest.raises(ValueError, match=re.escape("got 1e+400") + "$"):
+        number(10 ** 400, "d")
+    with pytest.raises(ValueError, match="max_episode_steps=true and time_limit=null name the same limit"):
+        make_env("lcpo/WindyPendulum-v0", max_episode_steps=True, time_limit=None)
+
+
 def test_the_name_the_user_gave_and_every_entry_points_valid_arguments_are_named():
     from lcpo.envs.registration import make_env
 
     with pytest.raises(ValueError, match=r"^environment argument 'max_episode_steps' must be an integer >= 1, "
-                                         r"got None$"):
+                                         r"got null$"):
         make_env("lcpo/TrapGrid-v0", max_episode_steps=None)  # the grid world needs a limit
     with pytest.raises(ValueError, match=r"^unknown environment argument\(s\) \['foo'\] for "
                                          r"lcpo/StragglerMitigation-v0; valid keyword arguments: \[.*'n_servers'"):

@@ -709,9 +709,9 @@ def test_the_python_client_refuses_booleans_as_the_server_does(tmp_path):
             with pytest.raises(ServeError) as local:
                 c.step(**body)
             assert local.value.local and local.value.field == field
-            shown = body["reward"] if field == "reward" else True
+            shown = "false" if isinstance(body["reward"], np.bool_) else "true"  # JSON's words (was np.False_)
             expect = "a number or null" if field == "reward" else "a number"
-            assert local.value.message == f"{field} must be {expect}, got {shown!r}"
+            assert local.value.message == f"{field} must be {expect}, got {shown}"
             if not isinstance(body["reward"], np.bool_):
                 served = client.post("/v1/step", content=json.dumps(body), headers={"content-type": "application/json"})
                 assert (served.status_code, served.json()) == (422, {"error": local.value.message, "field": field})

@@ -18,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from lcpo.persistence.strict_json import show
 from lcpo.persistence.checkpoint import atomic_write_json, load_state, save_state
 from lcpo.online.loop import OnlineLoop, Transition
 from lcpo.online.threads import limit_threads
@@ -84,12 +85,12 @@ def _check_hyperparameter(name: str, value, default):
         if isinstance(value, str):
             if value not in words:
                 raise ValueError(f"hyperparameter {name!r} must be a positive number or one of "
-                                 f"{', '.join(map(repr, words))}, got {value!r}")
+                                 f"{', '.join(map(repr, words))}, got {show(value)}")
             return value
         default = 1.0  # a number: checked as a float field below (finite, in its sanity range)
     if isinstance(default, bool):
         if not isinstance(value, bool):
-            raise ValueError(f"hyperparameter {name!r} must be a bool (true/false), got {value!r}")
+            raise ValueError(f"hyperparameter {name!r} must be a bool (true/false), got {show(value)}")
         return value
     if isinstance(default, tuple):
         if default and all(isinstance(x, int) and not isinstance(x, bool) for x in default):
@@ -99,17 +100,17 @@ def _check_hyperparameter(name: str, value, default):
             if not ok:
                 example = json.dumps(list(default)).replace(" ", "")
                 raise ValueError(f"hyperparameter {name!r} must be a JSON list of positive integers, e.g. "
-                                 f"--set {name}={example}; got {value!r}")
+                                 f"--set {name}={example}; got {show(value)}")
             return tuple(int(x) for x in value)
         return tuple(value) if isinstance(value, list) else value
     if isinstance(default, str):
         if not isinstance(value, str):
-            raise ValueError(f"hyperparameter {name!r} must be a string, got {value!r}")
+            raise ValueError(f"hyperparameter {name!r} must be a string, got {show(value)}")
         return value
     if not isinstance(default, (int, float)):
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"hyperparameter {name!r} must be a number, got {value!r}")
+        raise ValueError(f"hyperparameter {name!r} must be a number, got {show(value)}")
     try:
         as_float = float(value)
     except OverflowError:
@@ -119,11 +120,11 @@ def _check_hyperparameter(name: str, value, default):
         raise ValueError(f"hyperparameter {name!r} must be a finite number, got {as_float}")
     if isinstance(default, int):
         if not as_float.is_integer():
-            raise ValueError(f"hyperparameter {name!r} must be an integer, got {value!r}")
+            raise ValueError(f"hyperparameter {name!r} must be an integer, got {show(value)}")
         value = int(value)
         minimum = 0 if (default == 0 or name in _ZERO_OK_COUNTS) else 1
         if value < minimum and name not in _SELF_CHECKED:
-            raise ValueError(f"hyperparameter {name!r} must be an integer >= {minimum}, got {value!r}")
+            raise ValueError(f"hyperparameter {name!r} must be an integer >= {minimum}, got {show(value)}")
         return value
     value = as_float
     rule = (0.0, False, None, False) if name.endswith("lr") else _FLOAT_RANGES.get(name)
@@ -131,7 +132,7 @@ def _check_hyperparameter(name: str, value, default):
         low, low_inc, high, high_inc = rule
         if (value < low or (value == low and not low_inc)
                 or (high is not None and (value > high or (value == high and not high_inc)))):
-            raise ValueError(f"hyperparameter {name!r} must be {_interval_text(*rule)}, got {value!r}")
+            raise ValueError(f"hyperparameter {name!r} must be {_interval_text(*rule)}, got {show(value)}")
     return value
 
 
@@ -211,7 +212,7 @@ def require_ints(hp, names, minimum: int = 1) -> None:
     for name in names:
         v = getattr(hp, name)
         if not isinstance(v, int) or v < minimum:
-            raise ValueError(f"hyperparameter {name} must be an integer >= {minimum}, got {v!r}")
+            raise ValueError(f"hyperparameter {name} must be an integer >= {minimum}, got {show(v)}")
 
 
 def spawn_rngs(seed: int) -> dict[str, np.random.Generator]:

@@ -29,11 +29,19 @@ from typing import Any
 
 import numpy as np
 
+from lcpo.persistence.strict_json import show
+
 __all__ = ["flag", "integer", "number", "rename_max_episode_steps"]
 
 
 def _name(name: str) -> str:
     return f"environment argument {name!r}"
+
+
+def _show(value: Any) -> str:
+    """``value`` as the user wrote it on the command line or in a sweep file
+    (:func:`lcpo.persistence.strict_json.show`: ``true``/``false``/``null`` for Python's booleans and None)."""
+    return show(value)
 
 
 def integer(value: Any, name: str, minimum: int = 1, none: str | None = None) -> int | None:
@@ -63,7 +71,7 @@ def integer(value: Any, name: str, minimum: int = 1, none: str | None = None) ->
         ok = False
     if not ok:
         tail = f" or null ({none})" if none is not None else ""
-        raise ValueError(f"{_name(name)} must be an integer >= {minimum}{tail}, got {value!r}")
+        raise ValueError(f"{_name(name)} must be an integer >= {minimum}{tail}, got {_show(value)}")
     return int(value)
 
 
@@ -106,7 +114,7 @@ def number(value: Any, name: str, low: float = -math.inf, high: float = math.inf
         else:
             what = f"a number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
         tail = f" or null ({none})" if none is not None else ""
-        raise ValueError(f"{_name(name)} must be {what}{tail}, got {value!r}")
+        raise ValueError(f"{_name(name)} must be {what}{tail}, got {_show(value)}")
     return f
 
 
@@ -117,7 +125,7 @@ def flag(value: Any, name: str) -> bool:
         ValueError: naming ``name`` and ``value`` for anything else.
     """
     if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{_name(name)} must be true or false, got {value!r}")
+        raise ValueError(f"{_name(name)} must be true or false, got {_show(value)}")
     return bool(value)
 
 
@@ -132,8 +140,8 @@ def rename_max_episode_steps(kwargs: dict) -> dict:
     """
     if "max_episode_steps" in kwargs:
         if "time_limit" in kwargs:
-            raise ValueError(f"environment arguments max_episode_steps={kwargs['max_episode_steps']!r} and "
-                             f"time_limit={kwargs['time_limit']!r} name the same limit; give time_limit only")
+            raise ValueError(f"environment arguments max_episode_steps={_show(kwargs['max_episode_steps'])} and "
+                             f"time_limit={_show(kwargs['time_limit'])} name the same limit; give time_limit only")
         value = integer(kwargs.pop("max_episode_steps"), "max_episode_steps", none="no time limit")
         kwargs["time_limit"] = value
     return kwargs

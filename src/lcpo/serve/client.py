@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 # the server's own quoting, so a local refusal reads as the server's (protocol imports no torch)
-from lcpo.serve.protocol import _show, _show_number
+from lcpo.serve.protocol import _show
 
 __all__ = ["ServeClient", "ServeError"]
 
@@ -69,7 +69,7 @@ def _floats(x, field: str) -> list:
                 try:
                     float(v)
                 except OverflowError:
-                    raise ServeError(422, f"{field}[{i}] = {_show_number(v)} is beyond float64's range (±1.8e308)",
+                    raise ServeError(422, f"{field}[{i}] = {_show(v)} is beyond float64's range (±1.8e308)",
                                      f"{field}[{i}]", local=True) from None
         raise ServeError(422, f"{field} must be a list of numbers, got {_show(x)} ({exc})", field, local=True) from None
     except (TypeError, ValueError) as exc:
@@ -115,7 +115,7 @@ def _number(v, field: str, expect: str = "a number") -> float:
     try:
         f = float(v)
     except OverflowError:
-        raise ServeError(422, f"{field} = {_show_number(v)} is beyond float64's range (±1.8e308)", field,
+        raise ServeError(422, f"{field} = {_show(v)} is beyond float64's range (±1.8e308)", field,
                          local=True) from None
     except (TypeError, ValueError):
         raise ServeError(422, f"{field} must be {expect}, got {_show(v)}", field, local=True) from None

@@ -35,7 +35,7 @@ import numpy as np
 
 from lcpo.numerics.finite import F32_MAX
 from lcpo.online.loop import Transition
-from lcpo.persistence.strict_json import DuplicateKeyError, unique_object  # noqa: F401  (re-exported: __all__)
+from lcpo.persistence.strict_json import DuplicateKeyError, show, unique_object  # noqa: F401  (the first and last re-exported: __all__)
 
 try:  # optional (the serve extra): 5-10x faster than the json module on request bodies, answers and records
     import orjson
@@ -208,7 +208,7 @@ class Spaces:
             x = _number(value[i], f"{field}[{i}]")  # refuses NaN, infinities and integers beyond float64
             if not float(self.low[i]) <= x <= float(self.high[i]):
                 raise self._outside(value[i], field, i)
-            raise RequestError(422, f"{field}[{i}] = {_show_number(value[i])} is beyond float32's range (±3.4e38), "
+            raise RequestError(422, f"{field}[{i}] = {_show(value[i])} is beyond float32's range (±3.4e38), "
                                     "in which observations are stored", f"{field}[{i}]")
         if self.bounded:
             out = (arr < self.low) | (arr > self.high)
@@ -217,7 +217,7 @@ class Spaces:
         return arr
 
     def _outside(self, x: Any, field: str, i: int) -> RequestError:
-        return RequestError(422, f"{field}[{i}] = {_show_number(x)} is outside the observation space's bounds "
+        return RequestError(422, f"{field}[{i}] = {_show(x)} is outside the observation space's bounds "
                                  f"[{self.low[i]}, {self.high[i]}]", f"{field}[{i}]")
 
     def action(self, logged) -> Any:
@@ -229,20 +229,8 @@ _NUMBERS = frozenset((int, float))  # JSON numbers (bool, a subclass of int, is 
 
 
 def _show(x: Any) -> str:
-    """``repr(x)`` cut to 40 characters (messages quote client values)."""
-    r = repr(x)
-    return r if len(r) <= 40 else r[:37] + "..."
-
-
-def _show_number(x: Any) -> str:
-    """A client's number as messages quote it: a long integer in exponent form (``10**400`` as ``1e+400``,
-    as a float's ``repr`` writes ``1e+39``), anything else as :func:`_show`."""
-    if type(x) is int and not -10 ** 16 < x < 10 ** 16:
-        from decimal import Decimal
-
-        mantissa, _, exponent = f"{Decimal(x):.6e}".partition("e")
-        return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"
-    return _show(x)
+    """A client's value as messages quote it: :func:`lcpo.persistence.strict_json.show`, cut to 40 characters."""
+    return show(x, 40)
 
 
 def _number(v: Any, field: str, expect: str = "a number") -> float:
@@ -265,7 +253,7 @@ def _number(v: Any, field: str, expect: str = "a number") -> float:
     try:
         f = float(v)
     except OverflowError:
-        raise RequestError(422, f"{field} = {_show_number(v)} is beyond float64's range (±1.8e308)", field) from None
+        raise RequestError(422, f"{field} = {_show(v)} is beyond float64's range (±1.8e308)", field) from None
     if not math.isfinite(f):
         raise RequestError(422, f"{field} must be finite, got {f!r}", field)
     return f
@@ -360,7 +348,7 @@ def _info(v: Any) -> dict | None:
     if "gamma" in v:
         g = _number(v["gamma"], "info.gamma", "a number in [0, 1]")
         if not 0.0 <= g <= 1.0:
-            raise RequestError(422, f"info.gamma must be a number in [0, 1], got {_show_number(v['gamma'])}",
+            raise RequestError(422, f"info.gamma must be a number in [0, 1], got {_show(v['gamma'])}",
                                "info.gamma")
         out["gamma"] = g
     if "forced" in v:

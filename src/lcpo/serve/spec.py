@@ -23,6 +23,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from lcpo.persistence.strict_json import show
+
 __all__ = ["SpecError", "load_spec", "spec_env"]
 
 
@@ -75,14 +77,8 @@ def _bound(value: Any, size: int, field: str, default: float):
 
 
 def _show(x: Any) -> str:
-    """``repr(x)`` cut to 60 characters, a long integer in exponent form (``10**400`` as ``1e+400``)."""
-    if type(x) is int and not -10 ** 16 < x < 10 ** 16:
-        from decimal import Decimal
-
-        mantissa, _, exponent = f"{Decimal(x):.6e}".partition("e")
-        return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"
-    r = repr(x)
-    return r if len(r) <= 60 else r[:57] + "..."
+    """A spec file's value as messages quote it: :func:`lcpo.persistence.strict_json.show` (60 characters)."""
+    return show(x, 60)
 
 
 def load_spec(path: str | Path) -> dict:
