@@ -392,11 +392,20 @@ def test_a_batch_names_an_entry_that_is_no_object_and_the_keys_it_does_not_take(
      "obs[2] = 1e+400 is beyond float64's range (±1.8e308)"),
     ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": 1, "info": {"gamma": 1' + b"0" * 400 + b"}}",
      "info.gamma", "info.gamma = 1e+400 is beyond float64's range (±1.8e308)"),  # was a 500 (OverflowError)
+    # float literals beyond float64: json reads them as infinities; was "reward must be finite, got inf"
+    ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": 1e400}', "reward",
+     "reward = 1e400 is beyond float64's range (±1.8e308)"),
+    ("/v1/step", b'{"stream": "s", "obs": [0, -2.5E999, 0], "reward": 1}', "obs[1]",
+     "obs[1] = -2.5E999 is beyond float64's range (±1.8e308)"),
+    ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": 1, "info": {"gamma": 1e400}}', "info.gamma",
+     "info.gamma = 1e400 is beyond float64's range (±1.8e308)"),
     ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": 1, "info": {"gamma": NaN}}', "info.gamma",
      "info.gamma must be finite, got nan"),
     ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": NaN}', "reward", "reward must be finite, got nan"),
     ("/v1/batch", b'{"steps": [{"stream": "s", "obs": [0, 0, 0], "reward": 1' + b"0" * 400 + b"}]}",
      "steps[0].reward", "reward = 1e+400 is beyond float64's range (±1.8e308)"),
+    ("/v1/batch", b'{"steps": [{"stream": "s", "obs": [0, 0, 1e400], "reward": 1}]}',
+     "steps[0].obs[2]", "obs[2] = 1e400 is beyond float64's range (±1.8e308)"),
 ])
 def test_every_number_is_refused_for_its_own_reason_in_one_line(shared, path, raw, field, message):
     server, client, folder = shared

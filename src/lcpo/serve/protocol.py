@@ -43,7 +43,7 @@ except ImportError:  # pragma: no cover - exercised where orjson is not installe
     orjson = None
 
 __all__ = ["RequestError", "Limits", "Spaces", "ServerState", "INFO_KEYS", "DuplicateKeyError", "unique_object",
-           "loads", "dumps", "batch_steps", "batch_entry"]
+           "loads", "dumps", "batch_steps", "batch_entry", "BeyondFloat64"]
 
 
 def loads(data: bytes | str) -> Any:
@@ -61,6 +61,11 @@ def loads(data: bytes | str) -> Any:
     ``\\u`` escapes (which could spell a colon ``\\u003a``) holds as many colons as its re-encoding exactly when
     no member was dropped. Otherwise (or where orjson is not installed, or the document is nested too deeply for
     ``orjson.dumps``) ``json.loads`` with :func:`unique_object` decides and names the key.
+
+    A float literal beyond float64's range (``1e400``), which ``json.loads`` reads as an infinity, is returned as
+    :class:`BeyondFloat64`: an integer beyond float64 that prints as it was written, so validation refuses it as
+    ``reward = 1e400 is beyond float64's range`` (as it refuses an integer of 400 digits), not as "must be
+    finite, got inf", which names a value the client never sent.
 
     Args:
         data: the document, UTF-8 bytes (or UTF-16/32, as ``json.loads`` detects) or str.
@@ -82,7 +87,32 @@ def loads(data: bytes | str) -> Any:
                 same = False
             if same and ("\\u" if text else b"\\u") not in data:
                 return doc
-    return json.loads(data, object_pairs_hook=unique_object)
+    return json.loads(data, object_pairs_hook=unique_object, parse_float=_parse_float)
+
+
+class BeyondFloat64(int):
+    """A JSON float literal beyond float64's range (``1e400``, ``-2.5e999``) as :func:`loads` returns it: an int
+    of magnitude 10**309 (so ``float()`` raises ``OverflowError`` and every number check refuses it as beyond
+    float64, as for a 400-digit integer) whose ``repr`` is the literal as written (``text``)."""
+
+    text: str
+
+    def __new__(cls, text: str) -> "BeyondFloat64":
+        obj = super().__new__(cls, -10 ** 309 if text.lstrip().startswith("-") else 10 ** 309)
+        obj.text = text
+        return obj
+
+    def __repr__(self) -> str:
+        return self.text
+
+    __str__ = __repr__
+
+
+def _parse_float(text: str) -> float:
+    """``json.loads``'s reading of a number with a fraction or exponent, except a literal beyond float64 (which
+    ``float`` turns into an infinity): :class:`BeyondFloat64`."""
+    f = float(text)
+    return f if not math.isinf(f) else BeyondFloat64(text)
 
 
 def dumps(obj: Any, default=None) -> bytes:
