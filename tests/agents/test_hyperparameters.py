@@ -9,6 +9,7 @@ import pytest
 
 from lcpo.agents import AGENTS
 from lcpo.agents.base import resolve_hyperparameters
+from lcpo.persistence.strict_json import show
 
 TRPO = AGENTS["trpo"].Hyperparameters
 
@@ -35,7 +36,7 @@ def test_every_agent_default_passes_validation(name):
     ({"gamma": 1.5}, "hyperparameter 'gamma' must be in (0, 1], got 1.5"),
     ({"gamma": 0.0}, "hyperparameter 'gamma' must be in (0, 1], got 0.0"),
     ({"gae_lambda": -0.1}, "hyperparameter 'gae_lambda' must be in [0, 1], got -0.1"),
-    ({"actor_lr": 0}, "hyperparameter 'actor_lr' must be > 0, got 0.0"),
+    ({"actor_lr": 0}, "hyperparameter 'actor_lr' must be > 0, got 0"),
     ({"critic_lr": -1e-3}, "hyperparameter 'critic_lr' must be > 0"),
     ({"max_grad_norm": 0.0}, "hyperparameter 'max_grad_norm' must be > 0, got 0.0"),
     ({"damping": -0.1}, "hyperparameter 'damping' must be >= 0"),
@@ -60,7 +61,7 @@ def test_bad_hidden_is_rejected_with_the_accepted_form(value):
     with pytest.raises(ValueError) as info:
         resolve_hyperparameters(TRPO, None, {"hidden": value})
     msg = str(info.value)
-    assert "'hidden'" in msg and repr(value) in msg and "--set hidden=[64,64]" in msg
+    assert "'hidden'" in msg and show(value) in msg and "--set hidden=[64,64]" in msg
 
 
 def test_good_values_are_converted_to_the_field_type():

@@ -17,8 +17,8 @@ def _run(capsys, tmp_path, *argv):
 
 @pytest.mark.parametrize("assignment, fragments", [
     ("rollout_steps=1.5", ["'rollout_steps' must be an integer, got 1.5"]),
-    ("max_kl=1e400", ["'max_kl' must be a finite number, got inf"]),
-    ("rollout_steps=1e400", ["'rollout_steps' must be a finite number, got inf"]),
+    ("max_kl=1e400", ["'max_kl' must be a finite number, got 1e400"]),
+    ("rollout_steps=1e400", ["'rollout_steps' must be a finite number, got 1e400"]),
     ("max_kl=NaN", ["'max_kl' must be a finite number, got nan"]),
     ("hidden=[-1]", ["'hidden'", "[-1]", "--set hidden=[64,64]"]),
     ("hidden=64,64", ["'hidden'", "'64,64'", "--set hidden=[64,64]"]),
@@ -105,9 +105,26 @@ def test_bad_env_arg_names_key_and_valid_kwargs_only(capsys, tmp_path):
     ("bins=abc", "environment argument 'bins' must be an integer >= 2, got 'abc'"),
     ("bins=2.5", "environment argument 'bins' must be an integer >= 2, got 2.5"),  # was run with 2 bins
     ("continuing=maybe", "environment argument 'continuing' must be true or false, got 'maybe'"),  # was run
+    # JSON reads 1e400 as an infinity: refused as what was written (was "got inf")
+    ("time_limit=1e400", "environment argument 'time_limit' = 1e400 is beyond int64's range (at most 2**63 - 1)"),
+    ("divisor=1e400", "environment argument 'divisor' must be a finite number > 0, got 1e400"),
+    ("time_limit=[true,null]",
+     "environment argument 'time_limit' must be an integer >= 1 or null (no time limit), got [true, null]"),
 ])
 def test_a_bad_env_arg_value_is_one_line_naming_the_argument_and_nothing_runs(capsys, tmp_path, assignment, message):
     rc, err = _run(capsys, tmp_path, "--agent", "a2c", "--env-arg", assignment)
+    assert rc == 2 and err == f"lcpo run: error: {message}\n"
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("assignment, message", [
+    ("gamma=2", "hyperparameter 'gamma' must be in (0, 1], got 2"),  # as written (was the converted 2.0)
+    # was a multi-line C++ stack trace from torch ("Overflow when unpacking long long")
+    ("hidden=[100000000000000000000]", "hyperparameter 'hidden' must be a JSON list of positive integers (at most "
+                                       "65,536), e.g. --set hidden=[64,64]; got [100000000000000000000]"),
+])
+def test_a_bad_set_value_is_one_line_quoting_it_as_written(capsys, tmp_path, assignment, message):
+    rc, err = _run(capsys, tmp_path, "--agent", "a2c", "--set", assignment)
     assert rc == 2 and err == f"lcpo run: error: {message}\n"
     assert not (tmp_path / "runs").exists()
 

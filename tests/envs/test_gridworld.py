@@ -136,6 +136,7 @@ def test_get_set_state_round_trip():
     ({"trace": np.zeros((3, 2))}, TraceError, "one column"),
     ({"trace": [0, np.nan]}, TraceError, "non-finite"),
     ({"trace_unit": "epoch"}, ValueError, "'epoch'"),
+    ({"trace_unit": None}, ValueError, "trace_unit must be 'episode' or 'step', got null$"),  # JSON's word (was None)
     ({"max_episode_steps": 0}, ValueError, "0"),
 ])
 def test_bad_arguments_raise_naming_the_value(kwargs, err, match):

@@ -41,7 +41,7 @@ def test_undeclared_and_malformed_declarations():
     env = Plain()
     declare_continuing(env, True)
     assert is_continuing(env) and Plain.metadata == {"render_modes": []} and env.metadata["render_modes"] == []
-    with pytest.raises(ValueError, match="True or False"):
+    with pytest.raises(ValueError, match="true or false"):
         declare_continuing(env, 1)
 
 

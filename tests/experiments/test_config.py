@@ -109,6 +109,17 @@ def test_validation_errors_name_the_bad_key(patch, key):
     assert str(err.value).startswith(f"my.toml: {key}:"), str(err.value)
 
 
+def test_values_are_quoted_in_the_toml_file_s_words():
+    """TOML writes true and false (and the sweep's JSON files null): messages quote them so (were True, None)."""
+    for patch, message in (({"steps": True}, "my.toml: steps: expected an integer, got true"),
+                           ({"seeds": True}, "my.toml: seeds: expected a positive integer count or a non-empty list, "
+                                             "got true"),
+                           ({"agents": [True]}, "my.toml: agents[0]: expected a non-empty string, got true")):
+        with pytest.raises(ConfigError) as err:
+            parse_config(base(**patch), source="my.toml", executor=FAKE)
+        assert str(err.value) == message
+
+
 def test_unknown_trace_is_a_config_error_listing_valid_names(tmp_path, capsys):
     with pytest.raises(ConfigError) as err:
         parse_config(base(traces=["wind-1", "nosuch"]), source="my.toml", executor=FAKE)

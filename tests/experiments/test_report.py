@@ -537,6 +537,11 @@ def test_two_schemes_get_no_iqm_or_profiles_but_keep_the_probability_of_improvem
     assert pd.read_csv(tmp_path / "iqm.csv").empty
     assert "P(LCPO > baseline) [95% CI]" in md  # reads the returns, not the 0/1 normalization
     assert "IQM: the mean" not in md and "stratified-bootstrap interval (seeds resampled" in md  # no method, no IQM
+    # a scheme left out of the block is still named when there is no IQM (trpo finished on one row of two)
+    partial = {**cells, ("wind-1", "trpo"): [-130.0, -125.0, -135.0]}
+    md = write_report(make_runs(partial), _EMPTY_EP, tmp_path / "partial").read_text()
+    assert "No IQM or performance profiles" in md and "Left out of the block: trpo (finished in 1 row)" in md
+    assert "IQM: the mean" not in md
 
 
 def test_two_online_schemes_with_a_prescient_one_on_the_scale_keep_the_iqm(tmp_path):

@@ -1,10 +1,14 @@
 """lcpo.persistence.strict_json: JSON that refuses an object with a repeated key, anywhere in the document."""
 
+import copy
 import json
+import math
+import pickle
 
+import numpy as np
 import pytest
 
-from lcpo.persistence.strict_json import DuplicateKeyError, loads_strict
+from lcpo.persistence.strict_json import BeyondFloat64, DuplicateKeyError, loads_strict, show
 
 
 def test_equal_keys_are_refused_at_any_depth_and_named():
@@ -21,3 +25,30 @@ def test_documents_without_repeats_read_as_json_does():
         assert loads_strict(text) == json.loads(text)
     with pytest.raises(json.JSONDecodeError):
         loads_strict("{bad")
+
+
+def test_show_quotes_values_in_json_words_at_any_depth_within_its_width():
+    assert [show(v) for v in (True, np.False_, None, [True, None], {"a": None}, (np.True_, 2))] == [
+        "true", "false", "null", "[true, null]", "{'a': null}", "[true, 2]"]
+    # integers: their digits where they fit, else 7 significant digits, rounded (never more than the width)
+    assert show(-123456789012345678901) == "-123456789012345678901"
+    assert show(-123456789012345678901234567890, width=16) == "-1.234568e+29"
+    assert show(999_999_950_000_000_000, width=16) == "1e+18" and show(10 ** 400) == "1e+400"
+    assert show([10 ** 5000]) == "[1e+5000]"  # repr would raise ValueError (Python's 4,300-digit limit)
+    assert show(np.int64(-2 ** 63)) == "-9223372036854775808" and show(np.float32(2.5)) == "2.5"
+    assert show("x" * 100, width=16) == "'xxxxxxxxxxxx..." and len(show(list(range(10 ** 6)))) == 60
+    with pytest.raises(ValueError, match="width must be >= 16, got 4"):
+        show(1, width=4)
+
+
+def test_a_float_literal_beyond_float64_is_kept_as_written_not_read_as_infinity():
+    doc = loads_strict('{"a": 1e400, "b": [-2.5E999, 1e-400, 1e308]}')
+    a, (b, tiny, big) = doc["a"], doc["b"]
+    assert json.loads("1e400") == math.inf  # what it guards against: a value nobody wrote
+    assert isinstance(a, BeyondFloat64) and isinstance(a, int) and a == 10 ** 309 and b == -10 ** 309
+    assert (repr(a), repr(b), show([a, b])) == ("1e400", "-2.5E999", "[1e400, -2.5E999]")
+    assert type(tiny) is float and tiny == 0.0 and type(big) is float and big == 1e308
+    with pytest.raises(OverflowError):
+        float(a)  # so every number check refuses it as beyond float64
+    for copied in (copy.deepcopy(a), pickle.loads(pickle.dumps(a))):
+        assert type(copied) is BeyondFloat64 and repr(copied) == "1e400" and copied == a

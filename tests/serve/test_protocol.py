@@ -375,6 +375,19 @@ def test_a_batch_names_an_entry_that_is_no_object_and_the_keys_it_does_not_take(
             r = client.post("/v1/batch", json=body)
             assert (r.status_code, r.json()) == (status, want), body
         assert server.state.records == records  # nothing of a refused batch applied
+        # a literal beyond float64 is a number too (was "object"), and types are JSON's names (were NoneType, bool)
+        for raw, status, want in (
+                (b"1e400", 400, {"error": "the request body must be a JSON object, got number", "field": "body"}),
+                (b'{"steps": [1e400]}', 200, {"results": [{"error": "steps[0] must be a JSON object (a step body), "
+                                                                    "got number", "field": "steps[0]", "status": 422}]}),
+                (b'{"steps": [{"stream": "b", "obs": null}]}', 200, {"results": [{
+                    "error": "obs must be a list of 3 numbers, got null", "field": "steps[0].obs", "status": 422}]}),
+                (b'{"steps": [{"stream": "b", "obs": 1e400}]}', 200, {"results": [{
+                    "error": "obs must be a list of 3 numbers, got number", "field": "steps[0].obs", "status": 422}]}),
+                (b'{"steps": [{"stream": "b", "obs": true}]}', 200, {"results": [{
+                    "error": "obs must be a list of 3 numbers, got boolean", "field": "steps[0].obs", "status": 422}]})):
+            r = client.post("/v1/batch", content=raw, headers={"content-type": "application/json"})
+            assert (r.status_code, r.json()) == (status, want), raw
 
 
 @pytest.mark.parametrize("path, raw, field, message", [
@@ -385,27 +398,27 @@ def test_a_batch_names_an_entry_that_is_no_object_and_the_keys_it_does_not_take(
      "obs[1] = -7.5 is outside the observation space's bounds [-5.0, 5.0]"),
     # integers beyond float64 (JSON numbers may have any number of digits): was "reward must be finite, got inf"
     ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": 1' + b"0" * 400 + b"}", "reward",
-     "reward = 1e+400 is beyond float64's range (±1.8e308)"),
+     "reward = 1e+400 is beyond float64's range (±1.797e308)"),
     ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": -2' + b"0" * 400 + b"}", "reward",
-     "reward = -2e+400 is beyond float64's range (±1.8e308)"),
+     "reward = -2e+400 is beyond float64's range (±1.797e308)"),
     ("/v1/step", b'{"stream": "s", "obs": [0, 0, 1' + b"0" * 400 + b'], "reward": 1}', "obs[2]",
-     "obs[2] = 1e+400 is beyond float64's range (±1.8e308)"),
+     "obs[2] = 1e+400 is beyond float64's range (±1.797e308)"),
     ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": 1, "info": {"gamma": 1' + b"0" * 400 + b"}}",
-     "info.gamma", "info.gamma = 1e+400 is beyond float64's range (±1.8e308)"),  # was a 500 (OverflowError)
+     "info.gamma", "info.gamma = 1e+400 is beyond float64's range (±1.797e308)"),  # was a 500 (OverflowError)
     # float literals beyond float64: json reads them as infinities; was "reward must be finite, got inf"
     ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": 1e400}', "reward",
-     "reward = 1e400 is beyond float64's range (±1.8e308)"),
+     "reward = 1e400 is beyond float64's range (±1.797e308)"),
     ("/v1/step", b'{"stream": "s", "obs": [0, -2.5E999, 0], "reward": 1}', "obs[1]",
-     "obs[1] = -2.5E999 is beyond float64's range (±1.8e308)"),
+     "obs[1] = -2.5E999 is beyond float64's range (±1.797e308)"),
     ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": 1, "info": {"gamma": 1e400}}', "info.gamma",
-     "info.gamma = 1e400 is beyond float64's range (±1.8e308)"),
+     "info.gamma = 1e400 is beyond float64's range (±1.797e308)"),
     ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": 1, "info": {"gamma": NaN}}', "info.gamma",
      "info.gamma must be finite, got nan"),
     ("/v1/step", b'{"stream": "s", "obs": [0, 0, 0], "reward": NaN}', "reward", "reward must be finite, got nan"),
     ("/v1/batch", b'{"steps": [{"stream": "s", "obs": [0, 0, 0], "reward": 1' + b"0" * 400 + b"}]}",
-     "steps[0].reward", "reward = 1e+400 is beyond float64's range (±1.8e308)"),
+     "steps[0].reward", "reward = 1e+400 is beyond float64's range (±1.797e308)"),
     ("/v1/batch", b'{"steps": [{"stream": "s", "obs": [0, 0, 1e400], "reward": 1}]}',
-     "steps[0].obs[2]", "obs[2] = 1e400 is beyond float64's range (±1.8e308)"),
+     "steps[0].obs[2]", "obs[2] = 1e400 is beyond float64's range (±1.797e308)"),
 ])
 def test_every_number_is_refused_for_its_own_reason_in_one_line(shared, path, raw, field, message):
     server, client, folder = shared
@@ -676,7 +689,7 @@ def test_the_python_client_words_a_number_beyond_float64_as_the_server_does(tmp_
             body = {"stream": "a", "obs": [0, 0, 1], "reward": 1.0, **kwargs}
             with pytest.raises(ServeError) as local:
                 c.step(**body)
-            assert local.value.local and local.value.message == f"{field} = 1e+400 is beyond float64's range (±1.8e308)"
+            assert local.value.local and local.value.message == f"{field} = 1e+400 is beyond float64's range (±1.797e308)"
             served = client.post("/v1/step", content=json.dumps(body), headers={"content-type": "application/json"})
             assert (served.status_code, served.json()) == (422, {"error": local.value.message, "field": field})
         assert server.state.records == 1

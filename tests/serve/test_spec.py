@@ -43,6 +43,20 @@ def test_bad_spec_names_the_field(doc, match):
         spec_env(doc)
 
 
+@pytest.mark.parametrize("doc, message", [  # a spec is JSON: values are quoted in JSON's words (were True, None)
+    ({"observation": {"size": 3}, "action": {"discrete": True}}, "action.discrete must be an integer >= 2, got true"),
+    ({"observation": {"size": 3}, "action": {"multi_discrete": [True, 2]}},
+     "action.multi_discrete must be a list of integers >= 2, got [true, 2]"),
+    ({"observation": {"size": 3}, "action": {"discrete": 2}, "continuing": None},
+     "continuing must be true or false, got null"),
+    ({"observation": {"size": None}, "action": {"discrete": 2}}, "observation.size must be a positive integer, got null"),
+])
+def test_bad_spec_values_are_quoted_as_json_writes_them(doc, message):
+    with pytest.raises(SpecError) as e:
+        spec_env(doc)
+    assert str(e.value) == message
+
+
 @pytest.mark.parametrize("observation, message", [
     # was a RuntimeWarning (overflow in cast) and an infinite bound
     ({"size": 2, "low": -1, "high": [1, 1e39]}, "observation.high[1] = 1e+39 is beyond float32's range (±3.4e38)"),
@@ -70,7 +84,7 @@ def test_infinite_bounds_mean_unbounded_and_float32_s_maximum_is_a_bound(tmp_pat
     assert space == gym.spaces.Box(np.float32([-np.inf, -np.inf, -f32]), np.float32([np.inf, 1, f32]))
     # a float literal beyond float64 is not a way to write "unbounded": Python's json would read it as Infinity
     (tmp_path / "big.json").write_text('{"observation": {"size": 3, "high": [1, 1e400, 1]}, "action": {"discrete": 2}}')
-    with pytest.raises(SpecError, match=r"big.json: the number 1e400 is beyond float64's range \(±1.8e308\); write "
+    with pytest.raises(SpecError, match=r"big.json: the number 1e400 is beyond float64's range \(±1.797e308\); write "
                                         r"null \(or ±Infinity\) for an unbounded entry"):
         load_spec(tmp_path / "big.json")
 

@@ -31,6 +31,10 @@ __all__ = ["Agent", "OnPolicyAgent", "OnPolicyHyperparameters", "require_ints", 
            "spawn_rngs"]
 
 
+#: The largest entry of a list-of-sizes hyperparameter (``hidden``): a sanity bound, far above any MLP width used
+#: here, below which torch builds the layer (``hidden=[1e20]`` failed inside torch with a C++ stack trace).
+_MAX_SIZE = 65_536
+
 #: Sanity ranges of float hyperparameters whose meaning is the same in every agent, by field name:
 #: ``(low, low_inclusive, high, high_inclusive)``; ``None`` leaves that side open. Names ending in ``lr``
 #: (learning rates) must be > 0. Agents check their own specific constraints (e.g. ``g1``) themselves.
@@ -95,11 +99,12 @@ def _check_hyperparameter(name: str, value, default):
     if isinstance(default, tuple):
         if default and all(isinstance(x, int) and not isinstance(x, bool) for x in default):
             ok = isinstance(value, (list, tuple)) and all(
-                isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                and float(x).is_integer() and x >= 1 for x in value)
+                isinstance(x, (int, float)) and not isinstance(x, bool) and 1 <= x <= _MAX_SIZE
+                and float(x).is_integer() for x in value)  # (a NaN fails the comparison)
             if not ok:
                 example = json.dumps(list(default)).replace(" ", "")
-                raise ValueError(f"hyperparameter {name!r} must be a JSON list of positive integers, e.g. "
+                raise ValueError(f"hyperparameter {name!r} must be a JSON list of positive integers "
+                                 f"(at most {_MAX_SIZE:,}), e.g. "
                                  f"--set {name}={example}; got {show(value)}")
             return tuple(int(x) for x in value)
         return tuple(value) if isinstance(value, list) else value
@@ -113,11 +118,11 @@ def _check_hyperparameter(name: str, value, default):
         raise ValueError(f"hyperparameter {name!r} must be a number, got {show(value)}")
     try:
         as_float = float(value)
-    except OverflowError:
-        as_float = math.inf
+    except OverflowError:  # an integer, or a literal such as 1e400, beyond float64
+        as_float = math.inf if value > 0 else -math.inf
     allow_inf = isinstance(default, float) and math.isinf(default)
     if math.isnan(as_float) or (math.isinf(as_float) and not (allow_inf and as_float > 0)):
-        raise ValueError(f"hyperparameter {name!r} must be a finite number, got {as_float}")
+        raise ValueError(f"hyperparameter {name!r} must be a finite number, got {show(value)}")
     if isinstance(default, int):
         if not as_float.is_integer():
             raise ValueError(f"hyperparameter {name!r} must be an integer, got {show(value)}")
@@ -126,13 +131,13 @@ def _check_hyperparameter(name: str, value, default):
         if value < minimum and name not in _SELF_CHECKED:
             raise ValueError(f"hyperparameter {name!r} must be an integer >= {minimum}, got {show(value)}")
         return value
-    value = as_float
+    given, value = value, as_float
     rule = (0.0, False, None, False) if name.endswith("lr") else _FLOAT_RANGES.get(name)
     if rule is not None and name not in _SELF_CHECKED:
         low, low_inc, high, high_inc = rule
         if (value < low or (value == low and not low_inc)
                 or (high is not None and (value > high or (value == high and not high_inc)))):
-            raise ValueError(f"hyperparameter {name!r} must be {_interval_text(*rule)}, got {show(value)}")
+            raise ValueError(f"hyperparameter {name!r} must be {_interval_text(*rule)}, got {show(given)}")
     return value
 
 

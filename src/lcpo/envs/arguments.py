@@ -34,6 +34,9 @@ from lcpo.persistence.strict_json import show
 __all__ = ["flag", "integer", "number", "rename_max_episode_steps"]
 
 
+_INT64_MAX = 2 ** 63 - 1
+
+
 def _name(name: str) -> str:
     return f"environment argument {name!r}"
 
@@ -57,7 +60,7 @@ def integer(value: Any, name: str, minimum: int = 1, none: str | None = None) ->
         The int, or None for ``None`` where allowed.
 
     Raises:
-        ValueError: naming ``name`` and ``value`` for anything else.
+        ValueError: naming ``name`` and ``value`` for anything else, or for an integer beyond int64 (``1e400``).
     """
     if value is None and none is not None:
         return None
@@ -69,6 +72,8 @@ def integer(value: Any, name: str, minimum: int = 1, none: str | None = None) ->
         ok = math.isfinite(value) and float(value).is_integer() and value >= minimum
     else:
         ok = False
+    if ok and value > _INT64_MAX:  # 10**400, or a literal such as 1e400 (read as an integer beyond float64)
+        raise ValueError(f"{_name(name)} = {_show(value)} is beyond int64's range (at most 2**63 - 1)")
     if not ok:
         tail = f" or null ({none})" if none is not None else ""
         raise ValueError(f"{_name(name)} must be an integer >= {minimum}{tail}, got {_show(value)}")

@@ -26,6 +26,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from lcpo.persistence.strict_json import show
 from lcpo.envs.arguments import integer, number
 from lcpo.envs.task import declare_continuing
 from lcpo.envs.termination import never_terminates
@@ -58,12 +59,12 @@ class ContinuingChainEnv(gym.Env):
     def __init__(self, n_states: int = 5, reward: float = 1.0, max_episode_steps: int | None = None,
                  render_mode: str | None = None) -> None:
         if isinstance(n_states, bool) or not isinstance(n_states, (int, np.integer)) or n_states < 1:
-            raise ValueError(f"n_states must be an integer >= 1, got {n_states!r}")
+            raise ValueError(f"n_states must be an integer >= 1, got {show(n_states)}")
         reward = number(reward, "reward")  # finite, named (not float()'s "could not convert string")
         if max_episode_steps is not None and (
                 isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, (int, np.integer))
                 or max_episode_steps < 1):
-            raise ValueError(f"max_episode_steps must be None or an integer >= 1, got {max_episode_steps!r}")
+            raise ValueError(f"max_episode_steps must be None or an integer >= 1, got {show(max_episode_steps)}")
         if render_mode is not None:
             raise ValueError(f"ContinuingChainEnv does not render; got render_mode={render_mode!r}")
         self.n_states = int(n_states)
@@ -98,7 +99,7 @@ class ContinuingChainEnv(gym.Env):
         super().reset(seed=seed)
         start = 0 if not options or "state" not in options else options["state"]
         if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or not 0 <= start < self.n_states:
-            raise ValueError(f"options['state'] must be an integer in [0, {self.n_states}), got {start!r}")
+            raise ValueError(f"options['state'] must be an integer in [0, {self.n_states}), got {show(start)}")
         self._state = int(start)
         self._elapsed = 0
         return self._obs(), {"state": self._state}
@@ -116,7 +117,7 @@ class ContinuingChainEnv(gym.Env):
             ValueError: if ``action`` is not in the action space.
         """
         if not self.action_space.contains(action):
-            raise ValueError(f"action must be 0 or 1, got {action!r}")
+            raise ValueError(f"action must be 0 or 1, got {show(action)}")
         self._state = (self._state + 1) % self.n_states
         self._elapsed += 1
         truncated = self.max_episode_steps is not None and self._elapsed >= self.max_episode_steps

@@ -42,6 +42,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from lcpo.persistence.strict_json import show
 from lcpo.contexts.trace import ContextTrace, TraceError
 from lcpo.envs.arguments import integer
 from lcpo.envs.context import ContextSpec
@@ -111,10 +112,10 @@ class TrapGridEnv(gym.Env):
     def __init__(self, trace=None, trace_unit: str = "episode", max_episode_steps: int = 20,
                  render_mode: str | None = None):
         if trace_unit not in ("episode", "step"):
-            raise ValueError(f"trace_unit must be 'episode' or 'step', got {trace_unit!r}")
+            raise ValueError(f"trace_unit must be 'episode' or 'step', got {show(trace_unit)}")
         if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, (int, np.integer)) \
                 or max_episode_steps < 1:
-            raise ValueError(f"max_episode_steps must be an integer >= 1, got {max_episode_steps!r}")
+            raise ValueError(f"max_episode_steps must be an integer >= 1, got {show(max_episode_steps)}")
         if render_mode is not None:
             raise ValueError(f"TrapGridEnv does not render; got render_mode={render_mode!r}")
         self.trace = _as_schedule(trace)
@@ -143,9 +144,9 @@ class TrapGridEnv(gym.Env):
             ValueError: for a cell outside ``[0, 9)``, the wall or the exit, or an action outside ``[0, 4)``.
         """
         if not 0 <= cell < N_CELLS or cell in (WALL, EXIT):
-            raise ValueError(f"cell must be a non-terminal, non-wall cell index in [0, 9), got {cell!r}")
+            raise ValueError(f"cell must be a non-terminal, non-wall cell index in [0, 9), got {show(cell)}")
         if not 0 <= action < 4:
-            raise ValueError(f"action must be 0 (Left), 1 (Up), 2 (Right) or 3 (Down), got {action!r}")
+            raise ValueError(f"action must be 0 (Left), 1 (Up), 2 (Right) or 3 (Down), got {show(action)}")
         r, c = divmod(cell, _SIDE)
         dr, dc = _MOVES[action]
         nr, nc = r + dr, c + dc
@@ -242,7 +243,7 @@ class TrapGridEnv(gym.Env):
         if options and "trace_index" in options:
             k = options["trace_index"]
             if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-                raise ValueError(f"options['trace_index'] must be an integer, got {k!r}")
+                raise ValueError(f"options['trace_index'] must be an integer, got {show(k)}")
             self._index, self._episodes = int(k) % n, int(k) % n
         elif seed is not None:
             self._index, self._episodes = 0, 0
@@ -263,7 +264,7 @@ class TrapGridEnv(gym.Env):
             ValueError: if ``action`` is not in ``Discrete(4)``.
         """
         if not self.action_space.contains(action):
-            raise ValueError(f"action must be 0 (Left), 1 (Up), 2 (Right) or 3 (Down), got {action!r}")
+            raise ValueError(f"action must be 0 (Left), 1 (Up), 2 (Right) or 3 (Down), got {show(action)}")
         z = self._z
         self._pos, reward, terminated = self.transition(self._pos, int(action), z > 0.5)
         self._elapsed += 1

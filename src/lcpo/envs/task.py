@@ -26,6 +26,8 @@ Example:
 
 from __future__ import annotations
 
+from lcpo.persistence.strict_json import show
+
 __all__ = ["CONTINUING_KEY", "UNDECLARED_NOTICE", "declare_continuing", "declared_continuing", "default_reset",
            "is_continuing", "return_unit"]
 
@@ -51,7 +53,7 @@ def declare_continuing(env, continuing: bool) -> None:
         ValueError: if ``continuing`` is not a bool.
     """
     if not isinstance(continuing, bool):
-        raise ValueError(f"continuing must be True or False, got {continuing!r}")
+        raise ValueError(f"continuing must be true or false, got {show(continuing)}")
     env.metadata = {**type(env).metadata, **getattr(env, "metadata", {}), CONTINUING_KEY: continuing}
 
 

@@ -53,6 +53,8 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10: the same parser from PyPI
     import tomli as tomllib
 
+from lcpo.persistence.strict_json import show
+
 __all__ = [
     "DEFAULT_EXECUTOR",
     "ConfigError",
@@ -164,7 +166,7 @@ def _check_int(source: str, key: str, v: Any, minimum: int) -> int:
     if isinstance(v, float) and math.isfinite(v) and v.is_integer():
         v = int(v)  # 1e5 and 2.5e6 are whole numbers (TOML has no exponent for integers)
     if not _is_int(v):
-        raise _err(source, key, f"expected an integer, got {v!r} ({type(v).__name__})")
+        raise _err(source, key, f"expected an integer, got {show(v)}")
     if v < minimum:
         raise _err(source, key, f"expected an integer >= {minimum}, got {v}")
     return int(v)
@@ -196,29 +198,29 @@ def _seeds(source: str, key: str, raw: Any) -> tuple[int, ...]:
         if len(set(seeds)) != len(seeds):
             raise _err(source, key, f"duplicate seeds in {list(seeds)}")
         return seeds
-    raise _err(source, key, f"expected a positive integer count or a non-empty list, got {raw!r}")
+    raise _err(source, key, f"expected a positive integer count or a non-empty list, got {show(raw)}")
 
 
 def _str_list(source: str, key: str, v: Any) -> tuple[str, ...]:
     items = [v] if isinstance(v, str) else v
     if not isinstance(items, list) or not items:
-        raise _err(source, key, f"expected a string or a non-empty list of strings, got {v!r}")
+        raise _err(source, key, f"expected a string or a non-empty list of strings, got {show(v)}")
     for i, item in enumerate(items):
         if not isinstance(item, str) or not item:
-            raise _err(source, f"{key}[{i}]", f"expected a non-empty string, got {item!r}")
+            raise _err(source, f"{key}[{i}]", f"expected a non-empty string, got {show(item)}")
     if len(set(items)) != len(items):
-        raise _err(source, key, f"duplicate entries in {items!r}")
+        raise _err(source, key, f"duplicate entries in {show(items)}")
     return tuple(items)
 
 
 def _check_value(source: str, key: str, v: Any) -> Any:
     """Reject values that cannot be a hyperparameter (non-finite floats, tables, datetimes)."""
     if isinstance(v, float) and not math.isfinite(v):
-        raise _err(source, key, f"non-finite value {v!r}")
+        raise _err(source, key, f"non-finite value {show(v)}")
     if isinstance(v, list):
         return [_check_value(source, f"{key}[{i}]", x) for i, x in enumerate(v)]
     if not isinstance(v, (str, int, float, bool, list)):
-        raise _err(source, key, f"unsupported value {v!r} ({type(v).__name__}); use numbers, strings, "
+        raise _err(source, key, f"unsupported value {show(v)} ({type(v).__name__}); use numbers, strings, "
                                 "booleans or lists")
     return v
 
@@ -309,10 +311,10 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>",
 
     name = data.get("name", Path(source).stem if source != "<config>" else "sweep")
     if not isinstance(name, str) or not name:
-        raise _err(source, "name", f"expected a non-empty string, got {name!r}")
+        raise _err(source, "name", f"expected a non-empty string, got {show(name)}")
     out = data.get("out")
     if out is not None and (not isinstance(out, str) or not out):
-        raise _err(source, "out", f"expected a non-empty string, got {out!r}")
+        raise _err(source, "out", f"expected a non-empty string, got {show(out)}")
 
     steps = _check_int(source, "steps", data["steps"], 1)
     warmup = _check_int(source, "warmup_steps", data.get("warmup_steps", 0), 0)
@@ -323,10 +325,10 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>",
     probe_every = _check_int(source, "probe_every", data.get("probe_every", 0), 0)
     tensorboard = data.get("tensorboard", False)
     if not isinstance(tensorboard, bool):
-        raise _err(source, "tensorboard", f"expected true or false, got {tensorboard!r}")
+        raise _err(source, "tensorboard", f"expected true or false, got {show(tensorboard)}")
     reset = data.get("reset")
     if reset is not None and (not isinstance(reset, str) or not _RESET_RE.match(reset)):
-        raise _err(source, "reset", f"expected 'end', 'never' or 'every:N' (N >= 1), got {reset!r}")
+        raise _err(source, "reset", f"expected 'end', 'never' or 'every:N' (N >= 1), got {show(reset)}")
 
     seeds = _seeds(source, "seeds", data.get("seeds", 1))
 
@@ -366,7 +368,7 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>",
         if trace not in traces:
             raise _err(source, key, f"trace {trace!r} is not in traces {list(traces)}")
         if not isinstance(table, Mapping):
-            raise _err(source, key, f"expected a table with keys {sorted(_PER_TRACE_KEYS)}, got {table!r}")
+            raise _err(source, key, f"expected a table with keys {sorted(_PER_TRACE_KEYS)}, got {show(table)}")
         entry: dict[str, int | None] = {}
         for k, v in table.items():
             if k not in _PER_TRACE_KEYS:
@@ -392,7 +394,7 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>",
         if agent not in agents:
             raise _err(source, key, f"agent {agent!r} is not in agents {list(agents)}")
         if not isinstance(table, Mapping):
-            raise _err(source, key, f"expected a table with keys {sorted(_PER_AGENT_KEYS)}, got {table!r}")
+            raise _err(source, key, f"expected a table with keys {sorted(_PER_AGENT_KEYS)}, got {show(table)}")
         for k in table:
             if k not in _PER_AGENT_KEYS:
                 raise _err(source, f"{key}.{k}", f"unknown key; valid keys are {sorted(_PER_AGENT_KEYS)}")
@@ -407,7 +409,7 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>",
         if agent not in agents:
             raise _err(source, key, f"agent {agent!r} is not in agents {list(agents)}")
         if not isinstance(table, Mapping):
-            raise _err(source, key, f"expected a table of hyperparameters, got {table!r}")
+            raise _err(source, key, f"expected a table of hyperparameters, got {show(table)}")
         axes = {}
         for hp, value in table.items():
             value = _check_value(source, f"{key}.{hp}", value)
@@ -428,7 +430,7 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>",
         if env not in envs:
             raise _err(source, key, f"environment {env!r} is not in envs {list(envs)}")
         if not isinstance(table, Mapping):
-            raise _err(source, key, f"expected a table of keyword arguments, got {table!r}")
+            raise _err(source, key, f"expected a table of keyword arguments, got {show(table)}")
         env_kwargs[env] = {k: _check_value(source, f"{key}.{k}", v) for k, v in table.items()}
 
     return SweepConfig(name=name, envs=envs, traces=traces, agents=agents, seeds=seeds, steps=steps,

@@ -877,7 +877,7 @@ def _across_md(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, confidenc
                 "simulated at the 95% level, about 85% at 3 seeds per row and 93% at 10")
     left = ""
     if agg["left_out_schemes"]:
-        left += (" Left out of the IQM and the profiles: " + ", ".join(
+        left += (" Left out of the block: " + ", ".join(
             f"{s} (finished in {n} row{'s' if n != 1 else ''})" for s, n in agg["left_out_schemes"].items()) + ".")
     if agg["left_out_rows"]:
         left += (" Rows left out: " + "; ".join(f"{r} (no {', '.join(m)})" for r, m in agg["left_out_rows"].items())
@@ -888,20 +888,22 @@ def _across_md(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, confidenc
                   f"not), with a {pct}% stratified-bootstrap "
                   f"interval (seeds resampled within each row, 2,000 resamples, generator seed {seed}). An "
                   f"interval is '-' when every row of the scheme has one seed.")
-    if agg["iqm"].empty or few:  # no IQM printed below: its method is not described either
-        md = ["## Across environments and traces (Agarwal et al. 2021)", "", poi_method, ""]
+    block = (f"One task set for every scheme: the normalized aggregates pool the {len(agg['rows'])} row(s) of the "
+             f"largest block of schemes x rows in which every scheme finished (the LCPO scheme with the most rows "
+             f"always in; lcpo.experiments.report.aggregate_block), so that each scheme is scored on the same rows "
+             f"against the same field.{left} ")
+    if agg["iqm"].empty:  # no block: nothing normalized, no IQM
+        text = poi_method
+    elif few:  # a block, but no IQM printed below: its method is not described
+        text = block + poi_method
     else:
-        md = ["## Across environments and traces (Agarwal et al. 2021)", "",
-              (f"One task set for every scheme: the IQM and the profiles pool the {len(agg['rows'])} row(s) of the "
-               f"largest block of schemes x rows in which every scheme finished (the LCPO scheme with the most rows "
-               f"always in; lcpo.experiments.report.aggregate_block), so that each scheme is scored on the same rows "
-               f"against the same field.{left} "
-               f"Each run's lifelong return min-max normalized by its row's lowest and highest mean over the block's "
-               f"schemes (and prescient schemes that finished in every block row). IQM: the mean of the middle 50% of "
-               f"a scheme's normalized runs, pooled over the block's rows, with a {pct}% stratified-bootstrap "
-               f"interval (seeds resampled within each row, 2,000 resamples, generator seed {seed}; it covers less "
-               f"than its level with few seeds per row, {coverage}; lcpo.experiments.stats.iqm_ci). "
-               + poi_method), ""]
+        text = (block + f"Each run's lifelong return min-max normalized by its row's lowest and highest mean over "
+                f"the block's schemes (and prescient schemes that finished in every block row). IQM: the mean of "
+                f"the middle 50% of a scheme's normalized runs, pooled over the block's rows, with a {pct}% "
+                f"stratified-bootstrap interval (seeds resampled within each row, 2,000 resamples, generator seed "
+                f"{seed}; it covers less than its level with few seeds per row, {coverage}; "
+                f"lcpo.experiments.stats.iqm_ci). " + poi_method)
+    md = ["## Across environments and traces (Agarwal et al. 2021)", "", text, ""]
     if agg["iqm"].empty:
         md += ["No two online schemes finished in a common row with the LCPO scheme: no IQM or profiles."]
     elif few:

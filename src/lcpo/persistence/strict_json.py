@@ -9,44 +9,145 @@ in lcpo that reads JSON written by a person or a client parses it with :func:`un
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import numpy as np
 
-__all__ = ["DuplicateKeyError", "unique_object", "loads_strict", "show"]
+__all__ = ["DuplicateKeyError", "unique_object", "loads_strict", "show", "BeyondFloat64", "parse_float"]
+
+_MIN_WIDTH = 16  # room for the longest exponent form show writes for an integer of up to 10**10 digits
 
 
 def show(value: Any, width: int = 60) -> str:
-    """A value a person or a client gave, as one-line error messages quote it: JSON's ``true``, ``false`` and
-    ``null`` for Python's booleans and None (a ``--set``/``--env-arg`` value or a request field arrives as
-    JSON, and ``time_limit=true`` was written ``true``, not ``True``); a NumPy scalar as its Python value; an
-    integer beyond +-1e16 in exponent form (``10**400`` as ``1e+400``, as a float's repr writes ``1e+39``);
-    anything else as its ``repr`` (a string quoted, ``'abc'``), cut to ``width`` characters with ``...``.
+    """A value a person or a client gave, as one-line error messages quote it, in JSON's words where they differ
+    from Python's: ``true``, ``false`` and ``null`` for booleans and None, inside lists and objects too (a
+    ``--set``/``--env-arg`` value, a sweep file's or a request's field arrives as JSON: ``time_limit=true`` was
+    written ``true``, not ``True``); a NumPy scalar as its Python value; an integer whose digits do not fit in
+    ``width`` in exponent form (``10**400`` as ``1e+400``, as a float's repr writes ``1e+39``); a literal beyond
+    float64 (:class:`BeyondFloat64`) as written; strings quoted as Python does (``'abc'``); the text cut to
+    ``width`` characters with ``...``.
 
     Args:
-        value: any Python object.
-        width: the longest text returned, in characters (>= 4).
+        value: any Python object (None, bool, int, float, str, list, tuple, dict, NumPy scalar or array, ...).
+        width: the longest text returned, in characters.
 
     Returns:
         The text, at most ``width`` characters.
 
+    Raises:
+        ValueError: ``width`` below 16.
+
     Example:
-        >>> show(True), show(None), show(10 ** 400), show("abc"), show("x" * 100, width=8)
-        ('true', 'null', '1e+400', "'abc'", "'xxxx...")
+        >>> show(True), show([True, None]), show(10 ** 400), show("abc"), show("x" * 100, width=16)
+        ('true', '[true, null]', '1e+400', "'abc'", "'xxxxxxxxxxxx...")
     """
+    if width < _MIN_WIDTH:
+        raise ValueError(f"show: width must be >= {_MIN_WIDTH}, got {width}")
+    r = _render(value, width)
+    return r if len(r) <= width else r[:width - 3] + "..."
+
+
+def _render(value: Any, width: int, budget: int = 200) -> str:
+    """:func:`show`'s text before the cut; lists and objects are rendered only as far as ``budget`` characters
+    (the cut keeps fewer), so a huge list costs little."""
     if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
     if value is None:
         return "null"
     if isinstance(value, np.generic):
         value = value.item()
-    if type(value) is int and not -10 ** 16 < value < 10 ** 16:
-        from decimal import Decimal
+        if isinstance(value, bool):
+            return "true" if value else "false"
+    if type(value) is int:
+        return _integer(value, width)
+    if isinstance(value, (list, tuple)):  # a JSON array either way
+        parts, used = [], 0
+        for x in value:
+            if used > budget:
+                parts.append("...")
+                break
+            parts.append(_render(x, width, budget - used))
+            used += len(parts[-1]) + 2
+        return "[" + ", ".join(parts) + "]"
+    if isinstance(value, dict):
+        parts, used = [], 0
+        for k, x in value.items():
+            if used > budget:
+                parts.append("...")
+                break
+            parts.append(f"{_render(k, width, budget - used)}: {_render(x, width, budget - used)}")
+            used += len(parts[-1]) + 2
+        return "{" + ", ".join(parts) + "}"
+    try:
+        return repr(value)
+    except ValueError:  # an int subclass or object whose repr exceeds Python's int-to-str digit limit
+        return f"<{type(value).__name__}>"
 
-        mantissa, _, exponent = f"{Decimal(value):.6e}".partition("e")
-        return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"
-    r = repr(value)
-    return r if len(r) <= width else r[:width - 3] + "..."
+
+def _integer(value: int, width: int) -> str:
+    """An int as its digits where they fit in ``width``, else in exponent form with 7 significant digits, rounded
+    (``-1.234568e+20``), computed without converting the whole integer to a string (Python refuses integers of
+    more than 4,300 digits there)."""
+    if value.bit_length() < 13_000:  # about 3,900 digits: repr works
+        text = repr(value)
+        if len(text) <= width:
+            return text
+    magnitude = abs(value)
+    exponent = int(math.log10(magnitude))
+    while 10 ** exponent > magnitude:  # log10's rounding near a power of ten
+        exponent -= 1
+    while 10 ** (exponent + 1) <= magnitude:
+        exponent += 1
+    q = magnitude // 10 ** (exponent - 7) if exponent >= 7 else magnitude * 10 ** (7 - exponent)  # 8 digits
+    q = (q + 5) // 10  # 7 significant digits, rounded half up
+    if q == 10 ** 7:  # 9.9999995e+20 rounds to 1e+21
+        q, exponent = q // 10, exponent + 1
+    mantissa = f"{q // 10 ** 6}.{q % 10 ** 6:06d}".rstrip("0").rstrip(".")
+    return f"{'-' if value < 0 else ''}{mantissa}e+{exponent}"
+
+
+class BeyondFloat64(int):
+    """A JSON float literal beyond float64's range (``1e400``, ``-2.5E999``) as :func:`parse_float` reads it,
+    where ``json`` would read an infinity (a value the writer never wrote): an ``int`` of magnitude 10**309, so
+    ``float()`` raises ``OverflowError`` and every number check refuses it as beyond float64's range (as it
+    refuses an integer of 400 digits), whose ``repr`` is the literal as written.
+
+    Args:
+        text: the literal, as ``json`` hands it to ``parse_float`` (its sign decides the value's).
+
+    Attributes:
+        text: the literal.
+    """
+
+    text: str
+
+    def __new__(cls, text: str) -> "BeyondFloat64":
+        obj = super().__new__(cls, -10 ** 309 if str(text).lstrip().startswith("-") else 10 ** 309)
+        obj.text = str(text)
+        return obj
+
+    def __repr__(self) -> str:
+        return self.text
+
+    __str__ = __repr__
+
+    def __reduce__(self):  # copy, deepcopy and pickle rebuild it from its text
+        return (BeyondFloat64, (self.text,))
+
+
+def parse_float(text: str) -> float:
+    """``json.loads``'s ``parse_float``: ``float(text)``, except a literal beyond float64's range (which
+    ``float`` turns into an infinity) is a :class:`BeyondFloat64`.
+
+    Args:
+        text: a JSON number with a fraction or an exponent.
+
+    Returns:
+        A float, or a :class:`BeyondFloat64`.
+    """
+    f = float(text)
+    return f if not math.isinf(f) else BeyondFloat64(text)
 
 
 class DuplicateKeyError(ValueError):
@@ -80,10 +181,11 @@ def unique_object(pairs: list) -> dict:
 
 
 def loads_strict(text: str | bytes) -> Any:
-    """``json.loads(text)``, refusing an object with a repeated key anywhere in the document.
+    """``json.loads(text)``, refusing an object with a repeated key anywhere in the document, and reading a float
+    literal beyond float64 (``1e400``) as a :class:`BeyondFloat64`, not an infinity.
 
     Raises:
         DuplicateKeyError: an object holds a key twice (a ``ValueError``; names the key).
         json.JSONDecodeError: for text that is not JSON (also a ``ValueError``).
     """
-    return json.loads(text, object_pairs_hook=unique_object)
+    return json.loads(text, object_pairs_hook=unique_object, parse_float=parse_float)

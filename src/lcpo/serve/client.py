@@ -46,7 +46,7 @@ def _floats(x, field: str) -> list:
         ServeError: (local, 422) naming ``field``: not numbers (an entry that is a boolean, a string or bytes
             included: the server refuses one, NumPy would send it as a float; ``obs[1] must be a number, got
             '1'``), not 1-D, the first entry that is an integer beyond
-            float64's range (``obs[2] = 1e+400 is beyond float64's range (±1.8e308)``, as the server words it) or
+            float64's range (``obs[2] = 1e+400 is beyond float64's range (±1.797e308)``, as the server words it) or
             the first entry that is not finite.
     """
     import numpy as np
@@ -69,7 +69,7 @@ def _floats(x, field: str) -> list:
                 try:
                     float(v)
                 except OverflowError:
-                    raise ServeError(422, f"{field}[{i}] = {_show(v)} is beyond float64's range (±1.8e308)",
+                    raise ServeError(422, f"{field}[{i}] = {_show(v)} is beyond float64's range (±1.797e308)",
                                      f"{field}[{i}]", local=True) from None
         raise ServeError(422, f"{field} must be a list of numbers, got {_show(x)} ({exc})", field, local=True) from None
     except (TypeError, ValueError) as exc:
@@ -106,7 +106,7 @@ def _number(v, field: str, expect: str = "a number") -> float:
     Raises:
         ServeError: (local, 422) naming ``field``, in the server's words: not a number (a boolean, a string or
             bytes too: ``reward must be a number or null, got '1'``), an integer beyond
-            float64's range (``reward = 1e+400 is beyond float64's range (±1.8e308)``), NaN or an infinity.
+            float64's range (``reward = 1e+400 is beyond float64's range (±1.797e308)``), NaN or an infinity.
     """
     import math
 
@@ -115,7 +115,7 @@ def _number(v, field: str, expect: str = "a number") -> float:
     try:
         f = float(v)
     except OverflowError:
-        raise ServeError(422, f"{field} = {_show(v)} is beyond float64's range (±1.8e308)", field,
+        raise ServeError(422, f"{field} = {_show(v)} is beyond float64's range (±1.797e308)", field,
                          local=True) from None
     except (TypeError, ValueError):
         raise ServeError(422, f"{field} must be {expect}, got {_show(v)}", field, local=True) from None

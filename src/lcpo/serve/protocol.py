@@ -35,7 +35,8 @@ import numpy as np
 
 from lcpo.numerics.finite import F32_MAX
 from lcpo.online.loop import Transition
-from lcpo.persistence.strict_json import DuplicateKeyError, show, unique_object  # noqa: F401  (the first and last re-exported: __all__)
+from lcpo.persistence.strict_json import (BeyondFloat64, DuplicateKeyError, parse_float, show,  # noqa: F401
+                                          unique_object)  # (BeyondFloat64, DuplicateKeyError, unique_object: re-exported)
 
 try:  # optional (the serve extra): 5-10x faster than the json module on request bodies, answers and records
     import orjson
@@ -47,8 +48,8 @@ __all__ = ["RequestError", "Limits", "Spaces", "ServerState", "INFO_KEYS", "Dupl
 
 
 def loads(data: bytes | str) -> Any:
-    """Parse a JSON document: what ``json.loads`` returns, except that an object with a repeated key is refused;
-    faster where orjson is installed.
+    """Parse a JSON document: what ``json.loads`` returns, except that an object with a repeated key is refused
+    and a float literal beyond float64 is a :class:`BeyondFloat64` (as below); faster where orjson is installed.
 
     orjson parses a strict subset of what ``json.loads`` accepts. Where it refuses a document (``NaN``,
     ``Infinity``, a number beyond float64 such as ``1e999``, a byte-order mark, UTF-16/32, a lone surrogate,
@@ -63,9 +64,9 @@ def loads(data: bytes | str) -> Any:
     ``orjson.dumps``) ``json.loads`` with :func:`unique_object` decides and names the key.
 
     A float literal beyond float64's range (``1e400``), which ``json.loads`` reads as an infinity, is returned as
-    :class:`BeyondFloat64`: an integer beyond float64 that prints as it was written, so validation refuses it as
-    ``reward = 1e400 is beyond float64's range`` (as it refuses an integer of 400 digits), not as "must be
-    finite, got inf", which names a value the client never sent.
+    :class:`lcpo.persistence.strict_json.BeyondFloat64`: an integer beyond float64 that prints as it was written,
+    so validation refuses it as ``reward = 1e400 is beyond float64's range`` (as it refuses an integer of 400
+    digits), not as "must be finite, got inf", which names a value the client never sent.
 
     Args:
         data: the document, UTF-8 bytes (or UTF-16/32, as ``json.loads`` detects) or str.
@@ -87,32 +88,7 @@ def loads(data: bytes | str) -> Any:
                 same = False
             if same and ("\\u" if text else b"\\u") not in data:
                 return doc
-    return json.loads(data, object_pairs_hook=unique_object, parse_float=_parse_float)
-
-
-class BeyondFloat64(int):
-    """A JSON float literal beyond float64's range (``1e400``, ``-2.5e999``) as :func:`loads` returns it: an int
-    of magnitude 10**309 (so ``float()`` raises ``OverflowError`` and every number check refuses it as beyond
-    float64, as for a 400-digit integer) whose ``repr`` is the literal as written (``text``)."""
-
-    text: str
-
-    def __new__(cls, text: str) -> "BeyondFloat64":
-        obj = super().__new__(cls, -10 ** 309 if text.lstrip().startswith("-") else 10 ** 309)
-        obj.text = text
-        return obj
-
-    def __repr__(self) -> str:
-        return self.text
-
-    __str__ = __repr__
-
-
-def _parse_float(text: str) -> float:
-    """``json.loads``'s reading of a number with a fraction or exponent, except a literal beyond float64 (which
-    ``float`` turns into an infinity): :class:`BeyondFloat64`."""
-    f = float(text)
-    return f if not math.isinf(f) else BeyondFloat64(text)
+    return json.loads(data, object_pairs_hook=unique_object, parse_float=parse_float)
 
 
 def dumps(obj: Any, default=None) -> bytes:
@@ -200,7 +176,7 @@ class Spaces:
                 a number first, then one that is not finite in float32, then one outside the bounds.
         """
         if not isinstance(value, list):
-            raise RequestError(422, f"{field} must be a list of {self.obs_dim} numbers, got {type(value).__name__}",
+            raise RequestError(422, f"{field} must be a list of {self.obs_dim} numbers, got {_json_type(value)}",
                                field)
         if len(value) != self.obs_dim:
             raise RequestError(422, f"{field} must have {self.obs_dim} entries, got {len(value)}", field)
@@ -275,7 +251,7 @@ def _number(v: Any, field: str, expect: str = "a number") -> float:
     Raises:
         RequestError: 422 naming ``field``: not a number (a bool, string, null, ...: ``reward must be a number,
             got '1'``); an integer beyond float64's range (JSON numbers may have any number of digits:
-            ``reward = 1e+400 is beyond float64's range (±1.8e308)``); NaN or an infinity (``reward must be
+            ``reward = 1e+400 is beyond float64's range (±1.797e308)``); NaN or an infinity (``reward must be
             finite, got nan``).
     """
     if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -283,17 +259,22 @@ def _number(v: Any, field: str, expect: str = "a number") -> float:
     try:
         f = float(v)
     except OverflowError:
-        raise RequestError(422, f"{field} = {_show(v)} is beyond float64's range (±1.8e308)", field) from None
+        raise RequestError(422, f"{field} = {_show(v)} is beyond float64's range (±1.797e308)", field) from None
     if not math.isfinite(f):
         raise RequestError(422, f"{field} must be finite, got {f!r}", field)
     return f
 
 
 def _json_type(v: Any) -> str:
-    """The JSON name of a parsed value's type (``null``, ``array``, ...)."""
+    """The JSON name of a parsed value's type (``null``, ``boolean``, ``number``, ``string``, ``array``,
+    ``object``; a literal beyond float64, :class:`BeyondFloat64`, is a ``number``)."""
     if v is None:
         return "null"
-    return {bool: "boolean", int: "number", float: "number", str: "string", list: "array"}.get(type(v), "object")
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    return {str: "string", list: "array"}.get(type(v), "object")
 
 
 def _fields(body: Any, required: tuple, optional: tuple) -> dict:
@@ -477,7 +458,8 @@ class ServerState:
         q = self.streams.get(stream)
         rec = {"k": "step", "s": stream, "o": obs, "r": reward}
         if reward is None:
-            for k in ("terminated", "truncated", "final_obs", "info"):  # absent or null; flags may also be false
+            # final_obs and info absent or null; the flags absent or false (_bool above refused a null flag)
+            for k in ("terminated", "truncated", "final_obs", "info"):
                 v = body.get(k)
                 if v is not None and not (v is False and k in ("terminated", "truncated")):
                     raise RequestError(422, f"{k} belongs to the previous action's reward; with reward null "

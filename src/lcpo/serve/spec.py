@@ -93,7 +93,7 @@ def load_spec(path: str | Path) -> dict:
     def finite_float(text: str) -> float:  # 1e400 would read as Infinity, i.e. unbounded, without a word
         value = float(text)
         if math.isinf(value):
-            raise SpecError(f"spec file {path}: the number {text} is beyond float64's range (±1.8e308); write null "
+            raise SpecError(f"spec file {path}: the number {text} is beyond float64's range (±1.797e308); write null "
                             "(or ±Infinity) for an unbounded entry")
         return value
 
@@ -130,7 +130,7 @@ def spec_env(doc: dict):
     from lcpo.envs.context import ContextSpec
 
     if not isinstance(doc, dict):
-        raise SpecError(f"a spec is a JSON object, got {type(doc).__name__}")
+        raise SpecError(f"a spec is a JSON object, got {_show(doc)}")
     unknown = sorted(set(doc) - {"observation", "action", "context", "continuing"})
     if unknown:
         raise SpecError(f"unknown field(s) {unknown}; allowed: observation, action, context, continuing")
@@ -139,7 +139,7 @@ def spec_env(doc: dict):
         raise SpecError("observation must be an object with a size, e.g. {\"size\": 4}")
     size = obs["size"]
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise SpecError(f"observation.size must be a positive integer, got {size!r}")
+        raise SpecError(f"observation.size must be a positive integer, got {_show(size)}")
     low = _bound(obs.get("low"), size, "observation.low", -np.inf)
     high = _bound(obs.get("high"), size, "observation.high", np.inf)
     if np.any(low > high):
@@ -147,19 +147,19 @@ def spec_env(doc: dict):
                         f"{int(np.argmax(low > high))}")
     act = doc.get("action")
     if not isinstance(act, dict) or len(act) != 1 or next(iter(act)) not in ("discrete", "multi_discrete"):
-        raise SpecError(f"action must be {{\"discrete\": n}} or {{\"multi_discrete\": [n, ...]}}, got {act!r}")
+        raise SpecError(f"action must be {{\"discrete\": n}} or {{\"multi_discrete\": [n, ...]}}, got {_show(act)}")
     if "discrete" in act:
         n = act["discrete"]
         if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-            raise SpecError(f"action.discrete must be an integer >= 2, got {n!r}")
+            raise SpecError(f"action.discrete must be an integer >= 2, got {_show(n)}")
         action_space = gym.spaces.Discrete(n)
     else:
         nvec = act["multi_discrete"]
         if (not isinstance(nvec, list) or not nvec
                 or any(isinstance(x, bool) or not isinstance(x, int) or x < 2 for x in nvec)):
-            raise SpecError(f"action.multi_discrete must be a list of integers >= 2, got {nvec!r}")
+            raise SpecError(f"action.multi_discrete must be a list of integers >= 2, got {_show(nvec)}")
         if len(set(nvec)) != 1:
-            raise SpecError(f"action.multi_discrete needs equal bins per dimension, got {nvec!r}")
+            raise SpecError(f"action.multi_discrete needs equal bins per dimension, got {_show(nvec)}")
         action_space = gym.spaces.MultiDiscrete(nvec)
     context = None
     if doc.get("context") is not None:
@@ -168,10 +168,10 @@ def spec_env(doc: dict):
             raise SpecError("context must be an object with a non-empty list of indices")
         idx = c["indices"]
         if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < size for i in idx):
-            raise SpecError(f"context.indices must be observation indices in [0, {size}), got {idx!r}")
+            raise SpecError(f"context.indices must be observation indices in [0, {size}), got {_show(idx)}")
         names = c.get("names", [f"obs[{i}]" for i in idx])
         if not isinstance(names, list) or len(names) != len(idx) or not all(isinstance(x, str) for x in names):
-            raise SpecError(f"context.names must be {len(idx)} strings, got {names!r}")
+            raise SpecError(f"context.names must be {len(idx)} strings, got {_show(names)}")
         unknown = sorted(set(c) - {"indices", "names", "units"})
         if unknown:
             raise SpecError(f"unknown context field(s) {unknown}; allowed: indices, names, units")
@@ -181,7 +181,7 @@ def spec_env(doc: dict):
             raise SpecError(f"context: {exc}") from None
     continuing = doc.get("continuing", True)
     if not isinstance(continuing, bool):
-        raise SpecError(f"continuing must be true or false, got {continuing!r}")
+        raise SpecError(f"continuing must be true or false, got {_show(continuing)}")
 
     class _Spec(gym.Env):
         metadata = {"render_modes": [], "continuing": continuing}

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lcpo.persistence.strict_json import show
+
 __all__ = ["WindyEnvInfo", "ENV_INFO", "WIND_LAGS"]
 
 #: Lags of each wind axis in the observation (spec: 3).
@@ -66,7 +68,7 @@ class WindyEnvInfo:
             ValueError: if ``trace_id`` is not one of 1-4.
         """
         if isinstance(trace_id, bool) or trace_id not in (1, 2, 3, 4):
-            raise ValueError(f"{self.env_id}: trace_id must be 1, 2, 3 or 4, got {trace_id!r}")
+            raise ValueError(f"{self.env_id}: trace_id must be 1, 2, 3 or 4, got {show(trace_id)}")
         return self.divisors[int(trace_id) - 1]
 
     def to_dict(self) -> dict:
