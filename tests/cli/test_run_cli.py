@@ -106,7 +106,11 @@ def test_bad_env_arg_names_key_and_valid_kwargs_only(capsys, tmp_path):
     ("bins=2.5", "environment argument 'bins' must be an integer >= 2, got 2.5"),  # was run with 2 bins
     ("continuing=maybe", "environment argument 'continuing' must be true or false, got 'maybe'"),  # was run
     # JSON reads 1e400 as an infinity: refused as what was written (was "got inf")
-    ("time_limit=1e400", "environment argument 'time_limit' = 1e400 is beyond int64's range (at most 2**63 - 1)"),
+    ("time_limit=1e400", "environment argument 'time_limit' must be an integer >= 1 or null (no time limit), got 1e400"),
+    ("time_limit=1e-400", "environment argument 'time_limit' must be an integer >= 1 or null (no time limit), "
+                          "got 1e-400"),  # (json reads 0.0)
+    ("time_limit=100000000000000000000",
+     "environment argument 'time_limit' = 100000000000000000000 is beyond int64's range (at most 2**63 - 1)"),
     ("divisor=1e400", "environment argument 'divisor' must be a finite number > 0, got 1e400"),
     ("time_limit=[true,null]",
      "environment argument 'time_limit' must be an integer >= 1 or null (no time limit), got [true, null]"),
@@ -120,6 +124,10 @@ def test_a_bad_env_arg_value_is_one_line_naming_the_argument_and_nothing_runs(ca
 @pytest.mark.parametrize("assignment, message", [
     ("gamma=2", "hyperparameter 'gamma' must be in (0, 1], got 2"),  # as written (was the converted 2.0)
     # was a multi-line C++ stack trace from torch ("Overflow when unpacking long long")
+    # was "Maximum allowed dimension exceeded" (numpy), or a 300-digit rollout
+    ("rollout_steps=100000000000000000000",
+     "hyperparameter 'rollout_steps' = 100000000000000000000 is beyond int64's range (at most 2**63 - 1)"),
+    ("hidden=" + "[" * 3000 + "]" * 3000, "--set 'hidden': the JSON value is nested too deeply"),  # was a traceback
     ("hidden=[100000000000000000000]", "hyperparameter 'hidden' must be a JSON list of positive integers (at most "
                                        "65,536), e.g. --set hidden=[64,64]; got [100000000000000000000]"),
 ])

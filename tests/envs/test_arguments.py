@@ -20,7 +20,12 @@ _LIMIT = "must be an integer >= 1 or null (no time limit)"
 @pytest.mark.parametrize("env_id, kwargs, message", [
     ("lcpo/TrapGrid-v0", {"time_limit": "abc"}, "'time_limit' must be an integer >= 1, got 'abc'"),
     ("lcpo/TrapGrid-v0", {"time_limit": -5}, "'time_limit' must be an integer >= 1, got -5"),
-    ("lcpo/TrapGrid-v0", {"max_episode_steps": 2.5}, f"'max_episode_steps' {_LIMIT}, got 2.5"),
+    # TrapGrid has no "no time limit": its own rule, not windy Pendulum's "or null" (was offered, then refused)
+    ("lcpo/TrapGrid-v0", {"max_episode_steps": 2.5}, "'max_episode_steps' must be an integer >= 1, got 2.5"),
+    ("lcpo/TrapGrid-v0", {"max_episode_steps": None}, "'max_episode_steps' must be an integer >= 1, got null"),
+    ("lcpo/WindyPendulum-v0", {"max_episode_steps": 2.5}, f"'max_episode_steps' {_LIMIT}, got 2.5"),
+    # an entry point without a time limit: named as written (was "unknown environment argument(s) ['time_limit']")
+    ("lcpo/StragglerMitigation-v0", {"max_episode_steps": 5}, "unknown environment argument(s) ['max_episode_steps']"),
     ("lcpo/ContinuingChain-v0", {"time_limit": -5},
      "'time_limit' must be an integer >= 1 or null (continuing, the default), got -5"),
     ("lcpo/ContinuingChain-v0", {"reward": "abc"}, "'reward' must be a finite number, got 'abc'"),
@@ -43,7 +48,11 @@ def test_the_windy_mujoco_entry_points_name_time_limit_bins_and_continuing():
     pytest.importorskip("mujoco")
     for kwargs, message in (({"time_limit": "abc"}, f"'time_limit' {_LIMIT}, got 'abc'"),
                             ({"bins": 1}, "'bins' must be an integer >= 2, got 1"),
-                            ({"continuing": "maybe"}, "'continuing' must be true or false, got 'maybe'")):
+                            ({"continuing": "maybe"}, "'continuing' must be true or false, got 'maybe'"),
+                            # was "divisor must be a finite positive number, got True" (and a numpy error for
+                            # an integer beyond float64)
+                            ({"divisor": True}, "'divisor' must be a finite number > 0, got true"),
+                            ({"divisor": 10 ** 400}, "'divisor' must be a finite number > 0, got 1e+400")):
         with pytest.raises(ValueError, match=re.escape(message)):
             make_env("lcpo/WindyInvertedPendulum-v0", **kwargs)
 
@@ -98,3 +107,15 @@ def test_the_name_the_user_gave_and_every_entry_points_valid_arguments_are_named
     with pytest.raises(ValueError, match=r"^unknown environment argument\(s\) \['foo'\] for "
                                          r"lcpo/StragglerMitigation-v0; valid keyword arguments: \[.*'n_servers'"):
         make_env("lcpo/StragglerMitigation-v0", foo=1)  # was gymnasium's raw TypeError text
+
+
+def test_workload_and_trace_values_are_quoted_in_json_words_not_python_type_names():
+    """Was "cannot make a workload from bool" / "from BeyondFloat64", and "workload=True and its alias ..."."""
+    for bad, shown in ((True, "true"), (5, "5"), ({"x": None}, "{'x': null}")):
+        with pytest.raises(ValueError, match=re.escape(f"cannot make a workload from {shown}; expected")):
+            make_env("lcpo/StragglerMitigation-v0", workload=bad)
+    with pytest.raises(ValueError, match=re.escape("give the workload once: workload=true and its alias "
+                                                   "trace='azure-llm'")):
+        make_env("lcpo/StragglerMitigation-v0", workload=True, trace="azure-llm")
+    with pytest.raises((TypeError, ValueError), match=re.escape("a trace name or a file path, got true")):
+        make_env("lcpo/WindyPendulum-v0", trace=True)

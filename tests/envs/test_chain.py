@@ -92,7 +92,7 @@ def test_declares_no_context_and_rejects_bad_arguments():
         get_context_spec(env)
     with pytest.raises(ValueError, match="n_states"):
         ContinuingChainEnv(n_states=0)
-    with pytest.raises(ValueError, match="n_states must be an integer >= 1, got true$"):  # JSON's word (was True)
+    with pytest.raises(ValueError, match="'n_states' must be an integer >= 1, got true$"):  # JSON's word (was True)
         ContinuingChainEnv(n_states=True)
     with pytest.raises(ValueError, match="reward"):
         ContinuingChainEnv(reward=float("nan"))

@@ -37,18 +37,19 @@ def test_show_quotes_values_in_json_words_at_any_depth_within_its_width():
     assert show([10 ** 5000]) == "[1e+5000]"  # repr would raise ValueError (Python's 4,300-digit limit)
     assert show(np.int64(-2 ** 63)) == "-9223372036854775808" and show(np.float32(2.5)) == "2.5"
     assert show("x" * 100, width=16) == "'xxxxxxxxxxxx..." and len(show(list(range(10 ** 6)))) == 60
+    loop = [1]
+    loop.append(loop)
+    assert show(loop, width=200).startswith("[1, [1, [1, ") and show(loop, width=200).count("[") == 17
     with pytest.raises(ValueError, match="width must be >= 16, got 4"):
         show(1, width=4)
 
 
-def test_a_float_literal_beyond_float64_is_kept_as_written_not_read_as_infinity():
-    doc = loads_strict('{"a": 1e400, "b": [-2.5E999, 1e-400, 1e308]}')
-    a, (b, tiny, big) = doc["a"], doc["b"]
-    assert json.loads("1e400") == math.inf  # what it guards against: a value nobody wrote
-    assert isinstance(a, BeyondFloat64) and isinstance(a, int) and a == 10 ** 309 and b == -10 ** 309
-    assert (repr(a), repr(b), show([a, b])) == ("1e400", "-2.5E999", "[1e400, -2.5E999]")
-    assert type(tiny) is float and tiny == 0.0 and type(big) is float and big == 1e308
-    with pytest.raises(OverflowError):
-        float(a)  # so every number check refuses it as beyond float64
+def test_a_float_literal_float64_cannot_hold_keeps_json_s_value_and_is_quoted_as_written():
+    doc = loads_strict('{"a": 1e400, "b": [-2.5E999, 1e-400, 0e-400, 1e308]}')
+    a, (b, tiny, zero, big) = doc["a"], doc["b"]
+    assert (a, b, tiny) == (math.inf, -math.inf, 0.0) and all(isinstance(x, BeyondFloat64) for x in (a, b, tiny))
+    assert (repr(a), str(b), show([a, b, tiny])) == ("1e400", "-2.5E999", "[1e400, -2.5E999, 1e-400]")
+    assert type(zero) is float and type(big) is float and big == 1e308  # what float64 holds stays a float
+    assert json.dumps(doc) == '{"a": Infinity, "b": [-Infinity, 0.0, 0.0, 1e+308]}'  # files: the value, as before
     for copied in (copy.deepcopy(a), pickle.loads(pickle.dumps(a))):
         assert type(copied) is BeyondFloat64 and repr(copied) == "1e400" and copied == a

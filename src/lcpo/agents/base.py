@@ -35,6 +35,8 @@ __all__ = ["Agent", "OnPolicyAgent", "OnPolicyHyperparameters", "require_ints", 
 #: here, below which torch builds the layer (``hidden=[1e20]`` failed inside torch with a C++ stack trace).
 _MAX_SIZE = 65_536
 
+_INT64_MAX = 2 ** 63 - 1
+
 #: Sanity ranges of float hyperparameters whose meaning is the same in every agent, by field name:
 #: ``(low, low_inclusive, high, high_inclusive)``; ``None`` leaves that side open. Names ending in ``lr``
 #: (learning rates) must be > 0. Agents check their own specific constraints (e.g. ``g1``) themselves.
@@ -98,7 +100,7 @@ def _check_hyperparameter(name: str, value, default):
         return value
     if isinstance(default, tuple):
         if default and all(isinstance(x, int) and not isinstance(x, bool) for x in default):
-            ok = isinstance(value, (list, tuple)) and all(
+            ok = isinstance(value, (list, tuple)) and all(  # [] is allowed: no hidden layer, a linear policy
                 isinstance(x, (int, float)) and not isinstance(x, bool) and 1 <= x <= _MAX_SIZE
                 and float(x).is_integer() for x in value)  # (a NaN fails the comparison)
             if not ok:
@@ -118,7 +120,7 @@ def _check_hyperparameter(name: str, value, default):
         raise ValueError(f"hyperparameter {name!r} must be a number, got {show(value)}")
     try:
         as_float = float(value)
-    except OverflowError:  # an integer, or a literal such as 1e400, beyond float64
+    except OverflowError:  # an integer beyond float64
         as_float = math.inf if value > 0 else -math.inf
     allow_inf = isinstance(default, float) and math.isinf(default)
     if math.isnan(as_float) or (math.isinf(as_float) and not (allow_inf and as_float > 0)):
@@ -126,6 +128,8 @@ def _check_hyperparameter(name: str, value, default):
     if isinstance(default, int):
         if not as_float.is_integer():
             raise ValueError(f"hyperparameter {name!r} must be an integer, got {show(value)}")
+        if abs(value) > _INT64_MAX:  # counts and sizes: numpy and torch hold them as int64
+            raise ValueError(f"hyperparameter {name!r} = {show(value)} is beyond int64's range (at most 2**63 - 1)")
         value = int(value)
         minimum = 0 if (default == 0 or name in _ZERO_OK_COUNTS) else 1
         if value < minimum and name not in _SELF_CHECKED:

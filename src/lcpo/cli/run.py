@@ -38,6 +38,8 @@ def parse_assignments(items: list[str] | None, what: str) -> dict:
             raise ValueError(f"{what} {item!r}: the JSON value repeats a key ({exc})") from None
         except json.JSONDecodeError:
             out[k.strip()] = v
+        except RecursionError:  # json's parser recurses once per nesting level
+            raise ValueError(f"{what} {k.strip()!r}: the JSON value is nested too deeply") from None
     return out
 
 

@@ -50,6 +50,7 @@ from lcpo.cli.catalog import DEFAULT_TRACE, TRACE_NAMES
 from lcpo.contexts import generators as gen
 from lcpo.contexts.io import SUFFIXES, load_trace
 from lcpo.contexts.trace import ContextTrace, TraceError
+from lcpo.persistence.strict_json import show
 
 __all__ = [
     "TRACE_NAMES",
@@ -438,4 +439,4 @@ def resolve_trace(spec: ContextTrace | np.ndarray | str | os.PathLike, length: i
         if _looks_like_path(spec):
             return _fit_length(load_trace(spec), length)
         return make_trace(spec, length=length, seed=seed)  # raises the unknown-name error
-    raise TypeError(f"trace must be a ContextTrace, a (T, d) array, a trace name or a file path, got {spec!r}")
+    raise TypeError(f"trace must be a ContextTrace, a (T, d) array, a trace name or a file path, got {show(spec)}")

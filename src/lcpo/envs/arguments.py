@@ -134,19 +134,25 @@ def flag(value: Any, name: str) -> bool:
     return bool(value)
 
 
-def rename_max_episode_steps(kwargs: dict) -> dict:
+def rename_max_episode_steps(kwargs: dict, check: bool = True) -> dict:
     """Where ``kwargs`` holds ``max_episode_steps`` (Gymnasium's name, which ``gymnasium.make`` keeps for its
-    ``TimeLimit`` wrapper), check it under that name and move it to ``time_limit``, the lcpo entry points' name
-    for the environment's own, checkpointable time limit. Changes ``kwargs`` in place and returns it.
+    ``TimeLimit`` wrapper), move it to ``time_limit``, the lcpo entry points' name for the environment's own,
+    checkpointable time limit. Changes ``kwargs`` in place and returns it.
+
+    Args:
+        kwargs: environment arguments.
+        check: check the value under the name ``max_episode_steps`` as an integer >= 1 or null (no time limit),
+            the rule of windy Pendulum; False leaves the check to the entry point (whose own rule may refuse
+            null: :func:`lcpo.envs.registration.make_env` then names the argument as the user wrote it).
 
     Raises:
-        ValueError: naming ``max_episode_steps`` and its value, when it is not an integer >= 1 or None; or when
-            ``time_limit`` is given too (two values for one limit).
+        ValueError: naming ``max_episode_steps`` and its value, when ``check`` and it is not an integer >= 1 or
+            None; or when ``time_limit`` is given too (two values for one limit).
     """
     if "max_episode_steps" in kwargs:
         if "time_limit" in kwargs:
             raise ValueError(f"environment arguments max_episode_steps={_show(kwargs['max_episode_steps'])} and "
                              f"time_limit={_show(kwargs['time_limit'])} name the same limit; give time_limit only")
-        value = integer(kwargs.pop("max_episode_steps"), "max_episode_steps", none="no time limit")
-        kwargs["time_limit"] = value
+        value = kwargs.pop("max_episode_steps")
+        kwargs["time_limit"] = integer(value, "max_episode_steps", none="no time limit") if check else value
     return kwargs

@@ -58,15 +58,14 @@ class ContinuingChainEnv(gym.Env):
 
     def __init__(self, n_states: int = 5, reward: float = 1.0, max_episode_steps: int | None = None,
                  render_mode: str | None = None) -> None:
-        if isinstance(n_states, bool) or not isinstance(n_states, (int, np.integer)) or n_states < 1:
-            raise ValueError(f"n_states must be an integer >= 1, got {show(n_states)}")
+        n_states = integer(n_states, "n_states")  # an integral float too, as every env integer; <= int64
         reward = number(reward, "reward")  # finite, named (not float()'s "could not convert string")
         if max_episode_steps is not None and (
                 isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, (int, np.integer))
                 or max_episode_steps < 1):
             raise ValueError(f"max_episode_steps must be None or an integer >= 1, got {show(max_episode_steps)}")
         if render_mode is not None:
-            raise ValueError(f"ContinuingChainEnv does not render; got render_mode={render_mode!r}")
+            raise ValueError(f"ContinuingChainEnv does not render; got render_mode={show(render_mode)}")
         self.n_states = int(n_states)
         self.reward = float(reward)
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)

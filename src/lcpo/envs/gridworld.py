@@ -117,7 +117,7 @@ class TrapGridEnv(gym.Env):
                 or max_episode_steps < 1:
             raise ValueError(f"max_episode_steps must be an integer >= 1, got {show(max_episode_steps)}")
         if render_mode is not None:
-            raise ValueError(f"TrapGridEnv does not render; got render_mode={render_mode!r}")
+            raise ValueError(f"TrapGridEnv does not render; got render_mode={show(render_mode)}")
         self.trace = _as_schedule(trace)
         self.schedule = np.ascontiguousarray(self.trace.values[:, 0])
         self.trace_unit = trace_unit

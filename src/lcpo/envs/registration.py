@@ -170,7 +170,7 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
     kind, target = _resolve(env_id)
     renamed = target in ENV_IDS and "max_episode_steps" in kwargs
     if target in ENV_IDS:
-        rename_max_episode_steps(kwargs)
+        rename_max_episode_steps(kwargs, check=False)  # the entry point checks it, by its own rule (null or not)
     try:
         if kind == "id":
             return gym.make(target, **kwargs)
@@ -182,6 +182,8 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
         raise
     except TypeError as exc:
         bad, valid = _unknown_kwargs(target if kind == "id" else None, kwargs, None if kind == "id" else target)
+        if renamed:  # an entry point without a time limit: name the argument as the user wrote it
+            bad = ["max_episode_steps" if b == "time_limit" else b for b in bad]
         if not bad:
             _refuse_vector_entry(env_id, kind, target, kwargs, exc)
             raise

@@ -888,10 +888,13 @@ def _across_md(runs: pd.DataFrame, table: pd.DataFrame, out_dir: Path, confidenc
                   f"not), with a {pct}% stratified-bootstrap "
                   f"interval (seeds resampled within each row, 2,000 resamples, generator seed {seed}). An "
                   f"interval is '-' when every row of the scheme has one seed.")
-    block = (f"One task set for every scheme: the normalized aggregates pool the {len(agg['rows'])} row(s) of the "
+    block = (f"One task set for every scheme: the IQM and the profiles pool the {len(agg['rows'])} row(s) of the "
              f"largest block of schemes x rows in which every scheme finished (the LCPO scheme with the most rows "
              f"always in; lcpo.experiments.report.aggregate_block), so that each scheme is scored on the same rows "
-             f"against the same field.{left} ")
+             f"against the same field.{left} ") if not few else (
+        f"The largest block of schemes x rows in which every scheme finished (the LCPO scheme with the most rows "
+        f"always in; lcpo.experiments.report.aggregate_block): {len(agg['rows'])} row(s), "
+        f"{len(agg['field'])} scheme(s).{left} ")
     if agg["iqm"].empty:  # no block: nothing normalized, no IQM
         text = poi_method
     elif few:  # a block, but no IQM printed below: its method is not described

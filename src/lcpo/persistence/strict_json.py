@@ -24,8 +24,8 @@ def show(value: Any, width: int = 60) -> str:
     from Python's: ``true``, ``false`` and ``null`` for booleans and None, inside lists and objects too (a
     ``--set``/``--env-arg`` value, a sweep file's or a request's field arrives as JSON: ``time_limit=true`` was
     written ``true``, not ``True``); a NumPy scalar as its Python value; an integer whose digits do not fit in
-    ``width`` in exponent form (``10**400`` as ``1e+400``, as a float's repr writes ``1e+39``); a literal beyond
-    float64 (:class:`BeyondFloat64`) as written; strings quoted as Python does (``'abc'``); the text cut to
+    ``width`` in exponent form (``10**400`` as ``1e+400``, as a float's repr writes ``1e+39``); a literal float64
+    cannot hold (:class:`BeyondFloat64`) as written; strings quoted as Python does (``'abc'``); the text cut to
     ``width`` characters with ``...``.
 
     Args:
@@ -48,9 +48,11 @@ def show(value: Any, width: int = 60) -> str:
     return r if len(r) <= width else r[:width - 3] + "..."
 
 
-def _render(value: Any, width: int, budget: int = 200) -> str:
+def _render(value: Any, width: int, budget: int = 200, depth: int = 0) -> str:
     """:func:`show`'s text before the cut; lists and objects are rendered only as far as ``budget`` characters
-    (the cut keeps fewer), so a huge list costs little."""
+    (the cut keeps fewer) and 16 levels deep (a list that holds itself ends there), so any value costs little."""
+    if depth > 16:
+        return "..."
     if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
     if value is None:
@@ -67,7 +69,7 @@ def _render(value: Any, width: int, budget: int = 200) -> str:
             if used > budget:
                 parts.append("...")
                 break
-            parts.append(_render(x, width, budget - used))
+            parts.append(_render(x, width, budget - used, depth + 1))
             used += len(parts[-1]) + 2
         return "[" + ", ".join(parts) + "]"
     if isinstance(value, dict):
@@ -76,7 +78,8 @@ def _render(value: Any, width: int, budget: int = 200) -> str:
             if used > budget:
                 parts.append("...")
                 break
-            parts.append(f"{_render(k, width, budget - used)}: {_render(x, width, budget - used)}")
+            key, item = (_render(v, width, budget - used, depth + 1) for v in (k, x))
+            parts.append(f"{key}: {item}")
             used += len(parts[-1]) + 2
         return "{" + ", ".join(parts) + "}"
     try:
@@ -107,23 +110,27 @@ def _integer(value: int, width: int) -> str:
     return f"{'-' if value < 0 else ''}{mantissa}e+{exponent}"
 
 
-class BeyondFloat64(int):
-    """A JSON float literal beyond float64's range (``1e400``, ``-2.5E999``) as :func:`parse_float` reads it,
-    where ``json`` would read an infinity (a value the writer never wrote): an ``int`` of magnitude 10**309, so
-    ``float()`` raises ``OverflowError`` and every number check refuses it as beyond float64's range (as it
-    refuses an integer of 400 digits), whose ``repr`` is the literal as written.
+class BeyondFloat64(float):
+    """A JSON float literal that float64 cannot hold, as :func:`parse_float` reads it: beyond its range
+    (``1e400``, ``-2.5E999``: the value ``json`` reads, ``inf`` or ``-inf``) or nonzero below its smallest
+    subnormal (``1e-400``: ``0.0``). The value is the float ``json`` would read, so every check and every file
+    treats it as before (``json.dumps`` writes ``Infinity``); only its ``repr`` and ``str`` are the literal as
+    written, so a message quotes what the writer wrote (``got 1e400``, not ``got inf``, a value nobody wrote).
 
     Args:
-        text: the literal, as ``json`` hands it to ``parse_float`` (its sign decides the value's).
+        text: the literal, as ``json`` hands it to ``parse_float``.
 
     Attributes:
         text: the literal.
+
+    Raises:
+        ValueError: ``text`` is not a float literal (from ``float(text)``).
     """
 
     text: str
 
     def __new__(cls, text: str) -> "BeyondFloat64":
-        obj = super().__new__(cls, -10 ** 309 if str(text).lstrip().startswith("-") else 10 ** 309)
+        obj = super().__new__(cls, float(text))
         obj.text = str(text)
         return obj
 
@@ -137,17 +144,19 @@ class BeyondFloat64(int):
 
 
 def parse_float(text: str) -> float:
-    """``json.loads``'s ``parse_float``: ``float(text)``, except a literal beyond float64's range (which
-    ``float`` turns into an infinity) is a :class:`BeyondFloat64`.
+    """``json.loads``'s ``parse_float``: ``float(text)``, except that a literal float64 cannot hold (beyond its
+    range, or nonzero and below its smallest subnormal) is a :class:`BeyondFloat64` of the same value.
 
     Args:
         text: a JSON number with a fraction or an exponent.
 
     Returns:
-        A float, or a :class:`BeyondFloat64`.
+        A float (a :class:`BeyondFloat64` for such a literal).
     """
     f = float(text)
-    return f if not math.isinf(f) else BeyondFloat64(text)
+    if math.isinf(f) or (f == 0.0 and any(c in "123456789" for c in text.lower().partition("e")[0])):
+        return BeyondFloat64(text)
+    return f
 
 
 class DuplicateKeyError(ValueError):
@@ -181,8 +190,8 @@ def unique_object(pairs: list) -> dict:
 
 
 def loads_strict(text: str | bytes) -> Any:
-    """``json.loads(text)``, refusing an object with a repeated key anywhere in the document, and reading a float
-    literal beyond float64 (``1e400``) as a :class:`BeyondFloat64`, not an infinity.
+    """``json.loads(text)``, refusing an object with a repeated key anywhere in the document; a float literal
+    float64 cannot hold (``1e400``) is a :class:`BeyondFloat64` (the same value, quoted as written).
 
     Raises:
         DuplicateKeyError: an object holds a key twice (a ``ValueError``; names the key).

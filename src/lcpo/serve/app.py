@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from lcpo.serve.protocol import (DuplicateKeyError, Limits, RequestError, ServerState, Spaces, batch_entry,
-                                  batch_steps, decision_id, dumps, loads, unique_object)
+                                  batch_steps, decision_id, dumps, loads, show, unique_object)
 
 __all__ = ["ServeConfig", "Server", "create_app", "OPENAPI", "ConfigMismatch", "LEARN_MODES"]
 
@@ -221,8 +221,8 @@ class Server:
                     raise ValueError(f"{meta} is not a valid configuration ({str(exc).splitlines()[0]})") from None
                 for k in ServeConfig.FIXED:
                     if old.get(k) != cfg.fixed()[k]:
-                        raise ConfigMismatch(f"{state_dir} was started with {k}={old.get(k)!r}, not "
-                                             f"{cfg.fixed()[k]!r}; use another --state folder")
+                        raise ConfigMismatch(f"{state_dir} was started with {k}={show(old.get(k), 200)}, not "
+                                             f"{show(cfg.fixed()[k], 200)}; use another --state folder")
             #: the failure resolved by cfg.resume_learner at this start, or None
             self.resumed = None if cfg.resume_learner is None else resume_failure(state_dir, cfg.resume_learner)
             failed, skipped = load_failures(state_dir)

@@ -49,7 +49,7 @@ __all__ = ["RequestError", "Limits", "Spaces", "ServerState", "INFO_KEYS", "Dupl
 
 def loads(data: bytes | str) -> Any:
     """Parse a JSON document: what ``json.loads`` returns, except that an object with a repeated key is refused
-    and a float literal beyond float64 is a :class:`BeyondFloat64` (as below); faster where orjson is installed.
+    and a float literal float64 cannot hold is a :class:`BeyondFloat64` (as below); faster where orjson is installed.
 
     orjson parses a strict subset of what ``json.loads`` accepts. Where it refuses a document (``NaN``,
     ``Infinity``, a number beyond float64 such as ``1e999``, a byte-order mark, UTF-16/32, a lone surrogate,
@@ -64,9 +64,10 @@ def loads(data: bytes | str) -> Any:
     ``orjson.dumps``) ``json.loads`` with :func:`unique_object` decides and names the key.
 
     A float literal beyond float64's range (``1e400``), which ``json.loads`` reads as an infinity, is returned as
-    :class:`lcpo.persistence.strict_json.BeyondFloat64`: an integer beyond float64 that prints as it was written,
-    so validation refuses it as ``reward = 1e400 is beyond float64's range`` (as it refuses an integer of 400
-    digits), not as "must be finite, got inf", which names a value the client never sent.
+    :class:`lcpo.persistence.strict_json.BeyondFloat64`: that infinity, quoted as written, so validation refuses
+    it as ``reward = 1e400 is beyond float64's range`` (as it refuses an integer of 400 digits), not as "must be
+    finite, got inf", which names a value the client never sent. (A nonzero literal below float64's smallest
+    subnormal, ``1e-400``, is one too: its value 0.0 is accepted, as by ``json.loads``.)
 
     Args:
         data: the document, UTF-8 bytes (or UTF-16/32, as ``json.loads`` detects) or str.
@@ -259,7 +260,9 @@ def _number(v: Any, field: str, expect: str = "a number") -> float:
     try:
         f = float(v)
     except OverflowError:
-        raise RequestError(422, f"{field} = {_show(v)} is beyond float64's range (±1.797e308)", field) from None
+        f = None
+    if f is None or (isinstance(v, BeyondFloat64) and math.isinf(f)):  # 10**400, or the literal 1e400
+        raise RequestError(422, f"{field} = {_show(v)} is beyond float64's range (±1.797e308)", field)
     if not math.isfinite(f):
         raise RequestError(422, f"{field} must be finite, got {f!r}", field)
     return f
@@ -267,7 +270,7 @@ def _number(v: Any, field: str, expect: str = "a number") -> float:
 
 def _json_type(v: Any) -> str:
     """The JSON name of a parsed value's type (``null``, ``boolean``, ``number``, ``string``, ``array``,
-    ``object``; a literal beyond float64, :class:`BeyondFloat64`, is a ``number``)."""
+    ``object``)."""
     if v is None:
         return "null"
     if isinstance(v, bool):

@@ -30,7 +30,7 @@ import numpy as np
 from gymnasium.utils import EzPickle
 
 from lcpo.contexts.trace import ContextTrace
-from lcpo.envs.arguments import flag, integer
+from lcpo.envs.arguments import flag, integer, number
 from lcpo.envs.discretize import DiscretizeActions
 from lcpo.envs.mujoco import ENV_INFO, WIND_LAGS, WindyEnvInfo
 from lcpo.envs.termination import never_terminates
@@ -365,9 +365,7 @@ def make_windy(env_cls: type, trace=None, trace_id: int | None = None, divisor: 
         default_divisor = 1.0
     if divisor is None:
         divisor = default_divisor
-    if isinstance(divisor, bool) or not isinstance(divisor, (int, float, np.number)) or not (
-            np.isfinite(divisor) and divisor > 0):
-        raise ValueError(f"{info.env_id}: divisor must be a finite positive number, got {divisor!r}")
+    divisor = number(divisor, "divisor", low=0.0, low_open=True)  # finite, > 0; named as given, one line
     env = env_cls(trace=trace, divisor=float(divisor), max_episode_steps=None if continuing else time_limit,
                   **kwargs)
     return DiscretizeActions(env, bins)

@@ -66,6 +66,7 @@ from lcpo.envs.straggler.sim import (
 )
 from lcpo.envs.straggler.workloads import Workload, resolve_workload
 from lcpo.envs.termination import never_terminates
+from lcpo.persistence.strict_json import show
 
 __all__ = ["METRIC_DRAIN_STEPS", "StragglerMitigationEnv", "make_straggler_env", "obs_names"]
 
@@ -197,7 +198,7 @@ class StragglerMitigationEnv(gym.Env):
                  log_requests: bool = False, metric_bucket_ms: float = 300_000.0,
                  trace: Workload | np.ndarray | str | os.PathLike | None = None) -> None:
         if trace is not None and workload is not None:
-            raise ValueError(f"give the workload once: workload={workload!r} and its alias trace={trace!r}")
+            raise ValueError(f"give the workload once: workload={show(workload)} and its alias trace={show(trace)}")
         workload = trace if trace is not None else (workload if workload is not None else "azure-llm")
         # every argument checked before anything is built, named as given with its value (lcpo.envs.arguments)
         workload_seed = integer(workload_seed, "workload_seed", minimum=0)

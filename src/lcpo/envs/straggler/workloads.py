@@ -29,6 +29,7 @@ import numpy as np
 
 from lcpo.contexts.io import load_trace
 from lcpo.contexts.trace import TraceError
+from lcpo.persistence.strict_json import show
 
 __all__ = ["WorkloadError", "Workload", "TraceWorkload", "SyntheticWorkload", "validate_workload_array",
            "load_workload", "constant_workload", "ramp_workload", "noisy_workload", "azure_llm_workload",
@@ -393,5 +394,5 @@ def resolve_workload(spec: Workload | np.ndarray | str | os.PathLike, seed: int 
             return load_workload(s)
         raise WorkloadError(f"unknown workload {s!r}; known names: {sorted(WORKLOAD_NAMES)}, "
                             "or a path to a .npy/.csv file of (processing ms, inter-arrival ms)")
-    raise WorkloadError(f"cannot make a workload from {type(spec).__name__}; expected a Workload, an (n, 2) "
+    raise WorkloadError(f"cannot make a workload from {show(spec)}; expected a Workload, an (n, 2) "
                         "array, a preset name or a file path")
