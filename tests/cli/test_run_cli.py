@@ -121,6 +121,20 @@ def test_a_bad_env_arg_value_is_one_line_naming_the_argument_and_nothing_runs(ca
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_trace_given_as_an_env_arg_is_refused_not_silently_replaced(capsys, tmp_path):
+    """`--env-arg trace=wind-2` on a windy env ran on the default trace (ndbc-46002) without a word."""
+    rc, err = _run(capsys, tmp_path, "--agent", "a2c", "--env-arg", "trace=wind-2")
+    assert rc == 2 and err == ("lcpo run: error: environment argument 'trace' ('wind-2') would be replaced by the "
+                               "run's trace (the default): give it as --trace (traces = [...] in a sweep file), not "
+                               "as an environment argument\n")
+    assert not (tmp_path / "runs").exists()
+    from lcpo.envs.preflight import run_env_kwargs
+
+    assert run_env_kwargs("lcpo/StragglerMitigation-v0", None, None, {"trace": "azure-llm"}) == {"trace": "azure-llm"}
+    with pytest.raises(ValueError, match=r"would be replaced by the run's trace \(azure-llm\)"):
+        run_env_kwargs("lcpo/StragglerMitigation-v0", "azure-llm", None, {"trace": "azure-llm"})
+
+
 @pytest.mark.parametrize("assignment, message", [
     ("gamma=2", "hyperparameter 'gamma' must be in (0, 1], got 2"),  # as written (was the converted 2.0)
     # was a multi-line C++ stack trace from torch ("Overflow when unpacking long long")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from lcpo.envs.task import UNDECLARED_NOTICE, declared_continuing, return_unit
+from lcpo.persistence.strict_json import show
 
 __all__ = ["EnvFacts", "VectorEnvError", "check_checkpointable", "check_env", "checkpoint_refusal", "inspect_env",
            "refuse_vector_env", "run_env_kwargs", "trace_length_applies"]
@@ -78,8 +79,15 @@ def run_env_kwargs(env: str, trace: str | None, trace_length: int | None,
 
     Raises:
         lcpo.contexts.TraceError: an unknown trace name or a bad trace file.
+        ValueError: ``env_kwargs`` holds ``trace`` where the run's own trace would replace it (a windy
+            environment, or ``trace`` given too): ``--env-arg trace=wind-2`` was silently replaced by the default
+            trace; the trace is given as ``--trace`` (``trace`` in a config).
     """
     kwargs = dict(env_kwargs or {})
+    if "trace" in kwargs and (trace is not None or trace_length_applies(env, trace)):
+        raise ValueError(f"environment argument 'trace' ({show(kwargs['trace'])}) would be replaced by the run's "
+                         f"trace ({trace if trace is not None else 'the default'}): give it as --trace (traces = "
+                         "[...] in a sweep file), not as an environment argument")
     if trace_length_applies(env, trace):
         from lcpo.contexts import DEFAULT_TRACE, resolve_trace
 
