@@ -31,6 +31,8 @@ _LIMIT = "must be an integer >= 1 or null (no time limit)"
     ("lcpo/ContinuingChain-v0", {"reward": "abc"}, "'reward' must be a finite number, got 'abc'"),
     ("lcpo/WindyPendulum-v0", {"time_limit": -5}, f"'time_limit' {_LIMIT}, got -5"),
     ("lcpo/WindyPendulum-v0", {"divisor": 0}, "'divisor' must be a finite number > 0, got 0"),
+    # was stored and ignored (render_mode='human' drew nothing, 1e400 was taken)
+    ("lcpo/WindyPendulum-v0", {"render_mode": "human"}, "WindyPendulumEnv does not render; got render_mode='human'"),
     ("lcpo/WindyPendulum-v0", {"time_limit": 5, "max_episode_steps": 5}, "name the same limit"),
     ("lcpo/StragglerMitigation-v0", {"window_ms": "abc"}, "'window_ms' must be a finite number > 0, got 'abc'"),
     ("lcpo/StragglerMitigation-v0", {"n_servers": 2.5}, "'n_servers' must be an integer >= 1, got 2.5"),

@@ -24,6 +24,7 @@ from lcpo.envs.discretize import DiscretizeActions
 from lcpo.envs.task import declare_continuing
 from lcpo.envs.termination import never_terminates
 from lcpo.envs.wind import WindProcess
+from lcpo.persistence.strict_json import show
 
 __all__ = ["WindyPendulumEnv", "make_windy_pendulum"]
 
@@ -47,7 +48,7 @@ class WindyPendulumEnv(gym.Env):
         divisor: divide the trace by this (spec table: 1 for the Pendulum on all four traces).
         max_episode_steps: truncate after this many steps (200 in the paper); ``None`` makes the task
             continuing (never truncated or terminated).
-        render_mode: unused; accepted for Gymnasium compatibility.
+        render_mode: None only (Gymnasium's argument; this environment does not render).
 
     The action space is ``Box(-2, 2, (1,), float32)``; the registered id wraps it in
     :class:`~lcpo.envs.discretize.DiscretizeActions` (15 bins).
@@ -55,7 +56,8 @@ class WindyPendulumEnv(gym.Env):
     Raises:
         lcpo.contexts.TraceError: a malformed trace or a wind beyond +-4 N m.
         ValueError: a ``divisor`` that is not a finite positive number, a ``max_episode_steps`` that is not an
-            integer >= 1 or None (each named with its value, :mod:`lcpo.envs.arguments`); at ``step``, an action
+            integer >= 1 or None (each named with its value, :mod:`lcpo.envs.arguments`), a ``render_mode``
+            other than None; at ``step``, an action
             that is not finite or not of shape (1,).
     """
 
@@ -66,6 +68,8 @@ class WindyPendulumEnv(gym.Env):
     def __init__(self, trace=None, divisor: float = 1.0, max_episode_steps: int | None = 200,
                  render_mode: str | None = None):
         max_episode_steps = integer(max_episode_steps, "max_episode_steps", none="no time limit")
+        if render_mode is not None:  # was stored and ignored: render_mode='human' drew nothing, without a word
+            raise ValueError(f"WindyPendulumEnv does not render; got render_mode={show(render_mode)}")
         self.wind = WindProcess(trace, divisor=number(divisor, "divisor", low=0.0, low_open=True))
         self.max_episode_steps = max_episode_steps
         declare_continuing(self, self.max_episode_steps is None)  # lcpo.envs.task
