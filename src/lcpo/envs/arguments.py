@@ -60,7 +60,7 @@ def integer(value: Any, name: str, minimum: int = 1, none: str | None = None) ->
         The int, or None for ``None`` where allowed.
 
     Raises:
-        ValueError: naming ``name`` and ``value`` for anything else, or for an integer beyond int64 (``1e400``).
+        ValueError: naming ``name`` and ``value`` for anything else, or for an integer beyond int64 (``10**20``).
     """
     if value is None and none is not None:
         return None
@@ -72,7 +72,7 @@ def integer(value: Any, name: str, minimum: int = 1, none: str | None = None) ->
         ok = math.isfinite(value) and float(value).is_integer() and value >= minimum
     else:
         ok = False
-    if ok and value > _INT64_MAX:  # 10**400, or a literal such as 1e400 (read as an integer beyond float64)
+    if ok and value > _INT64_MAX:  # e.g. 10**20 or 1e20
         raise ValueError(f"{_name(name)} = {_show(value)} is beyond int64's range (at most 2**63 - 1)")
     if not ok:
         tail = f" or null ({none})" if none is not None else ""

@@ -16,7 +16,7 @@ import numpy as np
 
 __all__ = ["DuplicateKeyError", "unique_object", "loads_strict", "show", "BeyondFloat64", "parse_float"]
 
-_MIN_WIDTH = 16  # room for the longest exponent form show writes for an integer of up to 10**10 digits
+_MIN_WIDTH = 16  # room for the exponent form of any integer of fewer than 100,000 digits (-1.234568e+99999)
 
 
 def show(value: Any, width: int = 60) -> str:
