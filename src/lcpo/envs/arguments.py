@@ -41,12 +41,6 @@ def _name(name: str) -> str:
     return f"environment argument {name!r}"
 
 
-def _show(value: Any) -> str:
-    """``value`` as the user wrote it on the command line or in a sweep file
-    (:func:`lcpo.persistence.strict_json.show`: ``true``/``false``/``null`` for Python's booleans and None)."""
-    return show(value)
-
-
 def integer(value: Any, name: str, minimum: int = 1, none: str | None = None) -> int | None:
     """``value`` as an ``int >= minimum``: an integer or a float with an integral value, never a bool.
 
@@ -73,10 +67,10 @@ def integer(value: Any, name: str, minimum: int = 1, none: str | None = None) ->
     else:
         ok = False
     if ok and value > _INT64_MAX:  # e.g. 10**20 or 1e20
-        raise ValueError(f"{_name(name)} = {_show(value)} is beyond int64's range (at most 2**63 - 1)")
+        raise ValueError(f"{_name(name)} = {show(value)} is beyond int64's range (at most 2**63 - 1)")
     if not ok:
         tail = f" or null ({none})" if none is not None else ""
-        raise ValueError(f"{_name(name)} must be an integer >= {minimum}{tail}, got {_show(value)}")
+        raise ValueError(f"{_name(name)} must be an integer >= {minimum}{tail}, got {show(value)}")
     return int(value)
 
 
@@ -119,7 +113,7 @@ def number(value: Any, name: str, low: float = -math.inf, high: float = math.inf
         else:
             what = f"a number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
         tail = f" or null ({none})" if none is not None else ""
-        raise ValueError(f"{_name(name)} must be {what}{tail}, got {_show(value)}")
+        raise ValueError(f"{_name(name)} must be {what}{tail}, got {show(value)}")
     return f
 
 
@@ -130,7 +124,7 @@ def flag(value: Any, name: str) -> bool:
         ValueError: naming ``name`` and ``value`` for anything else.
     """
     if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{_name(name)} must be true or false, got {_show(value)}")
+        raise ValueError(f"{_name(name)} must be true or false, got {show(value)}")
     return bool(value)
 
 
@@ -151,8 +145,8 @@ def rename_max_episode_steps(kwargs: dict, check: bool = True) -> dict:
     """
     if "max_episode_steps" in kwargs:
         if "time_limit" in kwargs:
-            raise ValueError(f"environment arguments max_episode_steps={_show(kwargs['max_episode_steps'])} and "
-                             f"time_limit={_show(kwargs['time_limit'])} name the same limit; give time_limit only")
+            raise ValueError(f"environment arguments max_episode_steps={show(kwargs['max_episode_steps'])} and "
+                             f"time_limit={show(kwargs['time_limit'])} name the same limit; give time_limit only")
         value = kwargs.pop("max_episode_steps")
         kwargs["time_limit"] = integer(value, "max_episode_steps", none="no time limit") if check else value
     return kwargs

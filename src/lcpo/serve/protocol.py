@@ -261,11 +261,11 @@ def _number(v: Any, field: str, expect: str = "a number") -> float:
         f = float(v)
     except OverflowError:
         f = None
-    if f is None or (isinstance(v, BeyondFloat64) and math.isinf(f)):  # 10**400, or the literal 1e400
+    if f is not None and math.isfinite(f):
+        return f
+    if f is None or isinstance(v, BeyondFloat64):  # 10**400, or the literal 1e400 (json's inf)
         raise RequestError(422, f"{field} = {_show(v)} is beyond float64's range (±1.797e308)", field)
-    if not math.isfinite(f):
-        raise RequestError(422, f"{field} must be finite, got {f!r}", field)
-    return f
+    raise RequestError(422, f"{field} must be finite, got {f!r}", field)
 
 
 def _json_type(v: Any) -> str:

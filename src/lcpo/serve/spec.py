@@ -47,12 +47,12 @@ def _bound(value: Any, size: int, field: str, default: float):
     if value is None:
         return np.full(size, default, dtype=np.float32)
     if isinstance(value, bool) or not isinstance(value, (int, float, list)):
-        raise SpecError(f"{field} must be a number, a list of {size} numbers or null, got {_show(value)}")
+        raise SpecError(f"{field} must be a number, a list of {size} numbers or null, got {show(value)}")
     arr = value if isinstance(value, list) else [value] * size
     if len(arr) != size or any(x is not None and (isinstance(x, bool) or not isinstance(x, (int, float)))
                                for x in arr):
         raise SpecError(f"{field} must be a number, a list of {size} numbers (null: unbounded) or null, "
-                        f"got {_show(value)}")
+                        f"got {show(value)}")
     out = np.full(size, default, dtype=np.float32)
     for i, x in enumerate(arr):
         if x is None:
@@ -71,14 +71,9 @@ def _bound(value: Any, size: int, field: str, default: float):
         with np.errstate(over="ignore"):
             out[i] = np.inf if f is None else f
         if math.isinf(out[i]):
-            raise SpecError(f"{where} = {_show(x)} is beyond float32's range (±3.4e38), in which the space keeps "
+            raise SpecError(f"{where} = {show(x)} is beyond float32's range (±3.4e38), in which the space keeps "
                             "its bounds; null (or ±Infinity) means unbounded")
     return out
-
-
-def _show(x: Any) -> str:
-    """A spec file's value as messages quote it: :func:`lcpo.persistence.strict_json.show` (60 characters)."""
-    return show(x, 60)
 
 
 def load_spec(path: str | Path) -> dict:
@@ -130,7 +125,7 @@ def spec_env(doc: dict):
     from lcpo.envs.context import ContextSpec
 
     if not isinstance(doc, dict):
-        raise SpecError(f"a spec is a JSON object, got {_show(doc)}")
+        raise SpecError(f"a spec is a JSON object, got {show(doc)}")
     unknown = sorted(set(doc) - {"observation", "action", "context", "continuing"})
     if unknown:
         raise SpecError(f"unknown field(s) {unknown}; allowed: observation, action, context, continuing")
@@ -139,7 +134,7 @@ def spec_env(doc: dict):
         raise SpecError("observation must be an object with a size, e.g. {\"size\": 4}")
     size = obs["size"]
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise SpecError(f"observation.size must be a positive integer, got {_show(size)}")
+        raise SpecError(f"observation.size must be a positive integer, got {show(size)}")
     low = _bound(obs.get("low"), size, "observation.low", -np.inf)
     high = _bound(obs.get("high"), size, "observation.high", np.inf)
     if np.any(low > high):
@@ -147,19 +142,19 @@ def spec_env(doc: dict):
                         f"{int(np.argmax(low > high))}")
     act = doc.get("action")
     if not isinstance(act, dict) or len(act) != 1 or next(iter(act)) not in ("discrete", "multi_discrete"):
-        raise SpecError(f"action must be {{\"discrete\": n}} or {{\"multi_discrete\": [n, ...]}}, got {_show(act)}")
+        raise SpecError(f"action must be {{\"discrete\": n}} or {{\"multi_discrete\": [n, ...]}}, got {show(act)}")
     if "discrete" in act:
         n = act["discrete"]
         if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-            raise SpecError(f"action.discrete must be an integer >= 2, got {_show(n)}")
+            raise SpecError(f"action.discrete must be an integer >= 2, got {show(n)}")
         action_space = gym.spaces.Discrete(n)
     else:
         nvec = act["multi_discrete"]
         if (not isinstance(nvec, list) or not nvec
                 or any(isinstance(x, bool) or not isinstance(x, int) or x < 2 for x in nvec)):
-            raise SpecError(f"action.multi_discrete must be a list of integers >= 2, got {_show(nvec)}")
+            raise SpecError(f"action.multi_discrete must be a list of integers >= 2, got {show(nvec)}")
         if len(set(nvec)) != 1:
-            raise SpecError(f"action.multi_discrete needs equal bins per dimension, got {_show(nvec)}")
+            raise SpecError(f"action.multi_discrete needs equal bins per dimension, got {show(nvec)}")
         action_space = gym.spaces.MultiDiscrete(nvec)
     context = None
     if doc.get("context") is not None:
@@ -168,10 +163,10 @@ def spec_env(doc: dict):
             raise SpecError("context must be an object with a non-empty list of indices")
         idx = c["indices"]
         if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < size for i in idx):
-            raise SpecError(f"context.indices must be observation indices in [0, {size}), got {_show(idx)}")
+            raise SpecError(f"context.indices must be observation indices in [0, {size}), got {show(idx)}")
         names = c.get("names", [f"obs[{i}]" for i in idx])
         if not isinstance(names, list) or len(names) != len(idx) or not all(isinstance(x, str) for x in names):
-            raise SpecError(f"context.names must be {len(idx)} strings, got {_show(names)}")
+            raise SpecError(f"context.names must be {len(idx)} strings, got {show(names)}")
         unknown = sorted(set(c) - {"indices", "names", "units"})
         if unknown:
             raise SpecError(f"unknown context field(s) {unknown}; allowed: indices, names, units")
@@ -181,7 +176,7 @@ def spec_env(doc: dict):
             raise SpecError(f"context: {exc}") from None
     continuing = doc.get("continuing", True)
     if not isinstance(continuing, bool):
-        raise SpecError(f"continuing must be true or false, got {_show(continuing)}")
+        raise SpecError(f"continuing must be true or false, got {show(continuing)}")
 
     class _Spec(gym.Env):
         metadata = {"render_modes": [], "continuing": continuing}
