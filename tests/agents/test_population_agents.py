@@ -719,3 +719,28 @@ def test_ppo_population_of_one_is_the_pre_seed_axis_ppo():
             compared += 1
         obs = e.reset()[0] if term or trunc else nxt
     assert compared == 4 and new.early_stops > 0
+
+
+def test_seed_adam_refuses_unequal_step_counts_and_leaves_the_seed_as_it_was():
+    """A state whose parameters hold different step counts is refused before seed k's moments change."""
+    from lcpo.agents.stacked import SeedAdam
+
+    g = torch.Generator().manual_seed(1)
+    P, Q = (torch.nn.Parameter(torch.randn(2, 4, 3, generator=g)) for _ in range(2))
+    opt = SeedAdam([P, Q], lr=1e-3, weight_decay=0.0)
+    P.grad, Q.grad = torch.randn(2, 4, 3, generator=g), torch.randn(2, 4, 3, generator=g)
+    opt.step(None)
+    saved = [t.clone() for t in opt.exp_avg + opt.exp_avg_sq]
+    ref_p, ref_q = torch.nn.Parameter(torch.zeros(4, 3)), torch.nn.Parameter(torch.zeros(4, 3))
+    ref = torch.optim.Adam([ref_p, ref_q], lr=1e-3)
+    ref_p.grad, ref_q.grad = torch.ones(4, 3), torch.ones(4, 3)
+    ref.step()
+    ref_p.grad = torch.ones(4, 3)
+    ref.param_groups[0]["params"] = [ref_p]  # a second step on one parameter only: steps 2 and 1
+    ref.step()
+    ref.param_groups[0]["params"] = [ref_p, ref_q]
+    with pytest.raises(ValueError, match=r"unequal step counts \[1, 2\]"):
+        opt.load_seed_state_dict(1, ref.state_dict())
+    for a, b in zip(opt.exp_avg + opt.exp_avg_sq, saved):
+        assert torch.equal(a, b)
+    assert opt.steps.tolist() == [1, 1]

@@ -599,3 +599,15 @@ def test_stream_takes_a_fresh_arrays_env_without_copies_but_copies_it_wrapped():
     np.testing.assert_array_equal(w_nxt, stream.obs)  # the same transition either way
     np.testing.assert_array_equal(w_rew, rew)
     np.testing.assert_array_equal(w_infos.batched("context"), ctx)
+
+
+def test_native_reset_mask_before_a_full_reset_is_refused_and_changes_nothing():
+    """A reset with a reset_mask before the first full reset raises; the masked sub-env's state and random
+    generator are as they were (the check came after the sub-env was reset once)."""
+    trace = np.arange(20, dtype=np.float64).reshape(10, 2) / 10
+    venv = WindyPendulumVectorEnv(env_kwargs=[{"trace": trace}] * 2)
+    before = venv.get_state()
+    with pytest.raises(RuntimeError, match="before a first full reset"):
+        venv.reset(seed=[3, None], options={"reset_mask": np.array([True, False]), "trace_index": 4})
+    for a, b in zip(venv.get_state(), before):
+        _assert_states_equal(a, b)

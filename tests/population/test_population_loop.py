@@ -164,3 +164,24 @@ def test_benchmark_script_measures_every_path(load_benchmark):
     assert bench.population_rate("ddqn", 2, 20, 10, 1, False, "cpu") > 0
     m = bench.memory(2, 1000, 10, True, "cpu")
     assert m["reservoir_bytes_mib"] == round(2 * 1000 * 9 * 4 / 2**20, 1) and m["checkpoint_mib"] > 0
+
+
+def test_a_population_without_seeds_is_refused_in_one_line():
+    stream = VectorStream(make_vector_env("lcpo/ContinuingChain-v0", [{}]))
+    with pytest.raises(ValueError, match="^a population needs at least one seed, got none$"):
+        PopulationLoop(stream, PopRecorder(0), [], [])
+
+
+def test_loaded_observations_are_float32_whatever_the_saved_dtype():
+    """A saved state whose observations were read back as float64 (a JSON list) resumes with the float32
+    observations the stream gives, so the agents see the same dtype before and after a resume."""
+    half, _ = _run_population(27)
+    state = half.state_dict()
+    for s in state["seeds"]:
+        s["obs"] = np.asarray(s["obs"], dtype=np.float64).tolist()
+    kwargs, resets = zip(*CASES.values())
+    again = PopulationLoop(VectorStream(make_vector_env(ENV, [dict(k) for k in kwargs])), PopRecorder(len(CASES)),
+                           list(resets), half.seeds, segment_steps=10)
+    again.load_state_dict(state)
+    assert again.obs.dtype == np.float32
+    np.testing.assert_array_equal(again.obs, half.obs)

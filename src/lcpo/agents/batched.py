@@ -153,32 +153,52 @@ class BatchOnPolicyAgent(Agent):
 
     @property
     def actor(self):
-        """The single agent's actor (seed 0's module; its parameters are views of the stack). N = 1 only."""
+        """The single agent's actor (seed 0's module; its parameters are views of the stack). N = 1 only.
+
+        Raises:
+            AttributeError: for a population of more than one seed (use ``actors.members[k]``).
+        """
         self._solo("actor")
         return self.actors.members[0]
 
     @property
     def critic(self):
-        """The single agent's critic (N = 1 only)."""
+        """The single agent's critic (N = 1 only).
+
+        Raises:
+            AttributeError: for a population of more than one seed (use ``critics.members[k]``).
+        """
         self._solo("critic")
         return self.critics.members[0]
 
     @property
     def rollout(self):
-        """The single agent's rollout batch, a :class:`~lcpo.memory.rollout.RolloutBuffer` of views (N = 1)."""
+        """The single agent's rollout batch, a :class:`~lcpo.memory.rollout.RolloutBuffer` of views (N = 1).
+
+        Raises:
+            AttributeError: for a population of more than one seed (use ``rollouts.seed(k)``).
+        """
         self._solo("rollout")
         return self.rollouts.seed(0)
 
     @property
     def return_norm(self) -> ReturnNormalizer:
-        """The single agent's return normaliser (N = 1 only)."""
+        """The single agent's return normaliser (N = 1 only).
+
+        Raises:
+            AttributeError: for a population of more than one seed (use ``return_norms[k]``).
+        """
         self._solo("return_norm")
         return self.return_norms[0]
 
     @property
     def fast_actor(self):
         """The acting path (:class:`~lcpo.agents.stacked.StackedActing`); call ``sync()`` after editing weights.
-        Assigning a single-observation fast policy (N = 1) makes the agent act through it."""
+        Assigning a single-observation fast policy (N = 1) makes the agent act through it.
+
+        Raises:
+            AttributeError: on assignment, for a population of more than one seed.
+        """
         return self._acting
 
     @fast_actor.setter
@@ -235,10 +255,14 @@ class BatchOnPolicyAgent(Agent):
         return a[:, 0] if self.scalar_action else a
 
     def act(self, obs: np.ndarray, deterministic: bool = False):
-        """The single agent's action for one observation ``(obs_dim,)`` (N = 1: :meth:`act_batch` of one).
+        """The single agent's action for one observation ``(obs_dim,)`` float32 (N = 1: :meth:`act_batch` of one).
 
         Returns:
             ``(D,)`` int64 bin indices (an int64 scalar for a ``Discrete`` action space).
+
+        Raises:
+            AttributeError: for a population of more than one seed.
+            ValueError: if ``obs`` does not hold ``obs_dim`` values.
         """
         self._solo("act")
         return self.act_batch(np.asarray(obs, dtype=np.float32).reshape(1, -1), deterministic)[0]
@@ -250,8 +274,8 @@ class BatchOnPolicyAgent(Agent):
         Args:
             obs: ``(N, obs_dim)`` float32 observations the actions were chosen from.
             actions: ``(N, D)`` int64 (or ``(N,)`` for a ``Discrete`` space) the actions taken.
-            rewards: ``(N,)`` float rewards.
-            next_obs: ``(N, obs_dim)`` the true next observations (never reset observations).
+            rewards: ``(N,)`` float rewards (stored as float64).
+            next_obs: ``(N, obs_dim)`` float32 the true next observations (never reset observations).
             terminated, truncated: ``(N,)`` bool.
             infos: N info dicts (or None); ``info["gamma"]`` (per-step discount) and ``info["forced"]`` (action
                 overridden by the env: masked out of the policy loss) are honoured per seed.
@@ -260,8 +284,9 @@ class BatchOnPolicyAgent(Agent):
             N entries: seed ``k``'s update diagnostics (namespaced keys), or None where it did not update.
 
         Raises:
-            ValueError: on a non-finite reward or next observation (naming the value and the seed), or arrays
-                of the wrong shape.
+            ValueError: on a non-finite reward or next observation, or a reward beyond the float32 range
+                (:func:`lcpo.numerics.finite.reward_error`; naming the value and the seed), or arrays of the wrong
+                shape.
         """
         n = self.n_seeds
         has = getattr(infos, "has", None)  # VectorStream's StepInfos: the N dicts are built only when needed
@@ -328,7 +353,9 @@ class BatchOnPolicyAgent(Agent):
         """The single agent's ``observe``: store a transition, update when the rollout batch is full (N = 1).
 
         Raises:
-            ValueError: on a non-finite reward or next observation (naming the value).
+            AttributeError: for a population of more than one seed.
+            ValueError: on a non-finite reward or next observation, or a reward beyond the float32 range
+                (:func:`lcpo.numerics.finite.check_transition`; naming the value).
         """
         self._solo("observe")
         return self._observe_one(tr.obs, tr.action, tr.reward, tr.next_obs, tr.terminated, tr.truncated, tr.info)
@@ -361,7 +388,11 @@ class BatchOnPolicyAgent(Agent):
 
     def update(self, idx: np.ndarray) -> list[dict]:  # pragma: no cover - abstract
         """Learn from the full rollout batches of the seed slots ``idx`` (``(n,)`` int64); returns one diagnostics
-        dict per slot of ``idx``."""
+        dict per slot of ``idx``.
+
+        Raises:
+            NotImplementedError: always here; subclasses implement it.
+        """
         raise NotImplementedError
 
     # -- shared update pieces --------------------------------------------------------------------------
@@ -375,8 +406,9 @@ class BatchOnPolicyAgent(Agent):
         return t.to(self.device)
 
     def seed_batch_rewards(self, idx: np.ndarray) -> np.ndarray:
-        """The rollouts' rewards ``(n, T)`` float64 of the seed slots ``idx`` as the update uses them: raw, or
-        divided by each seed's return-normaliser scale after merging that rollout's accumulator values.
+        """The rollouts' rewards ``(n, T)`` float64 of the seed slots ``idx`` (``(n,)`` int64) as the update uses
+        them: raw, or divided by each seed's return-normaliser scale after merging that rollout's accumulator
+        values.
 
         Call once per update (it advances the normalisers' state).
         """
@@ -393,7 +425,11 @@ class BatchOnPolicyAgent(Agent):
         return out
 
     def batch_rewards(self) -> np.ndarray:
-        """The single agent's :meth:`seed_batch_rewards` ``(ptr,)`` of its (possibly partial) rollout (N = 1)."""
+        """The single agent's :meth:`seed_batch_rewards` ``(ptr,)`` float64 of its (possibly partial) rollout (N = 1).
+
+        Raises:
+            AttributeError: for a population of more than one seed.
+        """
         self._solo("batch_rewards")
         b, n = self.rollouts, int(self.rollouts.ptr[0])
         rewards = b.rewards[0, :n].copy()

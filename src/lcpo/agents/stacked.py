@@ -95,7 +95,7 @@ class SeedStack:
         return self.plain and all(getattr(m, "body", None) is b for m, b in zip(self.members, self._bodies))
 
     def parameters(self) -> list[nn.Parameter]:
-        """The stacked parameters ``(N, *shape)``."""
+        """The stacked parameters ``(N, *shape)`` float32 (the list :attr:`params`)."""
         return self.params
 
     def _rows(self, idx):
@@ -111,7 +111,8 @@ class SeedStack:
                 compact copy of some seeds' rows, stepped apart and written back; batched stacks only).
 
         Returns:
-            ``(n, B, D, K)`` logits (policy), ``(n, B)`` values (value network), or the stacked outputs.
+            ``(n, B, D, K)`` float32 logits (policy), ``(n, B)`` float32 values (value network), or the stacked
+            outputs.
 
         Raises:
             ValueError: if ``params`` is given for a stack that is not batched.
@@ -148,6 +149,15 @@ class SeedStack:
         the same exact ``-inf`` for a ``-inf`` logit (finite gradients); spelled with ``logsumexp`` because
         ``torch.log_softmax``'s CPU kernel over a last axis of 15 bins is several times slower (forward and
         backward) at the thousands of rows of a population's batch (issue 26; PPO at N = 16).
+
+        Args:
+            x, idx, params: as :meth:`forward` (``x`` ``(n, B, obs_dim)`` float32).
+
+        Returns:
+            ``(n, B, D, K)`` float32 log-probabilities.
+
+        Raises:
+            ValueError: as :meth:`forward` (``params`` for a stack that is not batched).
         """
         z = self.forward(x, idx, params)
         return z - torch.logsumexp(z, dim=-1, keepdim=True)
@@ -305,7 +315,8 @@ class SeedAdam:
 
     @torch.no_grad()
     def merge(self, rows: np.ndarray, sub: "SeedAdam") -> None:
-        """Write the moments and step counts of a :meth:`subset` copy back into the rows ``rows``."""
+        """Write the moments and step counts of a :meth:`subset` copy back into the rows ``rows`` (``(m,)`` int64
+        seed indices, those the copy was made of)."""
         rows = np.asarray(rows, dtype=np.int64)
         t = torch.from_numpy(rows).to(self.params[0].device)
         for m, v, ms, vs in zip(self.exp_avg, self.exp_avg_sq, sub.exp_avg, sub.exp_avg_sq):
@@ -341,19 +352,17 @@ class SeedAdam:
             raise ValueError(f"optimizer state has lr={group['lr']}, weight_decay={group['weight_decay']}; this "
                              f"optimizer lr={self.lr}, weight_decay={self.weight_decay}")
         entries = state["state"]
-        steps = set()
-        for i, (m, v) in enumerate(zip(self.exp_avg, self.exp_avg_sq)):
-            e = entries.get(i, entries.get(str(i)))
+        found = [entries.get(i, entries.get(str(i))) for i in range(len(self.params))]
+        steps = {0 if e is None else int(float(e["step"])) for e in found}
+        if len(steps) != 1:  # checked before seed k's rows change: a refused state leaves them as they were
+            raise ValueError(f"optimizer state holds unequal step counts {sorted(steps)} across parameters")
+        for e, m, v in zip(found, self.exp_avg, self.exp_avg_sq):
             if e is None:
                 m[k].zero_()
                 v[k].zero_()
-                steps.add(0)
             else:
                 m[k].copy_(e["exp_avg"])
                 v[k].copy_(e["exp_avg_sq"])
-                steps.add(int(float(e["step"])))
-        if len(steps) != 1:
-            raise ValueError(f"optimizer state holds unequal step counts {sorted(steps)} across parameters")
         self.steps[k] = steps.pop()
 
 
@@ -376,7 +385,7 @@ class SeedSGD:
 
     @torch.no_grad()
     def step(self, mask: np.ndarray | None = None) -> None:
-        """``p -= lr * grad`` for the seeds in ``mask`` (None: all)."""
+        """``p -= lr * grad`` for the seeds in ``mask`` (``(N,)`` bool; None: all)."""
         if mask is None or np.all(mask):
             idx = None
         else:
@@ -480,7 +489,8 @@ class StackedActing:
         return x.reshape(n, self.dims, self.bins)
 
     def sample(self, obs: np.ndarray, gumbel: np.ndarray) -> np.ndarray:
-        """Gumbel-max draws ``(N, D)`` int64 with pre-drawn noise ``gumbel (N, D * K)`` float32."""
+        """Gumbel-max draws ``(N, D)`` int64 for ``obs (N, obs_dim)`` float32 with pre-drawn noise
+        ``gumbel (N, D * K)`` float32."""
         if self.on_device:  # one copy in (observations and noise side by side), one copy out
             n, d = obs.shape[0], obs.shape[1]
             both = torch.from_numpy(np.concatenate([np.asarray(obs, np.float32).reshape(n, d),
@@ -495,7 +505,7 @@ class StackedActing:
         return (lg + gumbel.reshape(lg.shape)).argmax(axis=2)
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
-        """Most probable actions ``(N, D)`` int64."""
+        """Most probable actions ``(N, D)`` int64 for ``obs (N, obs_dim)`` float32."""
         if self.on_device:
             return self._device_logits(np.asarray(obs, dtype=np.float32)).argmax(dim=2).cpu().numpy()
         return self.logits(obs).argmax(axis=2)

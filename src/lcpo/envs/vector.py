@@ -275,8 +275,8 @@ class StepInfos(Sequence):
         return bool(self._overrides) and any(key in info for info in self._overrides.values())
 
     def batched(self, key: str) -> np.ndarray:
-        """``(N, ...)`` array of ``key`` over the sub-envs (the final info's value where a SAME_STEP sub-env
-        ended).
+        """``(N, ...)`` array of ``key`` over the sub-envs, in the info values' dtype (``(N, 2)`` float64 for
+        ``"context"``; the final info's value where a SAME_STEP sub-env ended).
 
         Raises:
             KeyError: a key that some sub-env's info lacks.
@@ -396,7 +396,7 @@ class VectorStream:
         self._autoreset_obs = None
         return self.obs.copy()
 
-    def step(self, actions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+    def step(self, actions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, "StepInfos"]:
         """Step every sub-env with its action.
 
         Args:
@@ -410,8 +410,9 @@ class VectorStream:
             then is the final info).
 
         Raises:
-            RuntimeError: :meth:`reset` was never called, or a sub-env whose episode ended was not reset with
-                :meth:`reset_where` (names the sub-envs).
+            RuntimeError: :meth:`reset` was never called, a sub-env whose episode ended was not reset with
+                :meth:`reset_where` (names the sub-envs), or a SAME_STEP vector env ended a sub-env without
+                ``info["final_obs"]`` or ``info["final_info"]``.
         """
         if self.obs is None:
             raise RuntimeError("VectorStream.step before reset(seeds)")
@@ -470,6 +471,7 @@ class VectorStream:
             ValueError: a bad mask or seeds; a reset the vector env cannot do alone: a forced reset (or a seeded
                 one) in a NEXT_STEP or SAME_STEP env that does not take ``options={"reset_mask": ...}``, or,
                 in such a NEXT_STEP env, resetting some ended sub-envs while others are still running.
+            RuntimeError: :meth:`reset` was never called.
         """
         if self.obs is None:
             raise RuntimeError("VectorStream.reset_where before reset(seeds)")
@@ -588,8 +590,8 @@ class VectorStream:
             TypeError: a sub-env without ``get_state()`` or with a wrapper whose state cannot be saved (names
                 it), a user's own AsyncVectorEnv (its workers' wrappers cannot be reached: one line naming the
                 fix, ``mode='sync'``), or a vector env whose sub-envs cannot be reached at all.
-            RuntimeError: a sub-env awaits an autoreset the vector env keeps outside its sub-envs (SAME_STEP /
-                NEXT_STEP mode): call :meth:`reset_where` first.
+            RuntimeError: :meth:`reset` was never called, or a sub-env awaits an autoreset the vector env keeps
+                outside its sub-envs (SAME_STEP / NEXT_STEP mode): call :meth:`reset_where` first.
         """
         if self.obs is None:
             raise RuntimeError("VectorStream.get_state before reset(seeds)")
@@ -638,6 +640,7 @@ class VectorStream:
             ValueError: a list of the wrong length, or saved wrappers that differ from the sub-env's (the chain,
                 or a ``TimeLimit``'s ``max_episode_steps``; :func:`lcpo.envs.wrapper_state.load_wrappers_state`).
             TypeError: as :meth:`get_state`.
+            RuntimeError: :meth:`reset` was never called.
         """
         if len(states) != self.num_envs:
             raise ValueError(f"set_state got {len(states)} states for {self.num_envs} sub-environments")

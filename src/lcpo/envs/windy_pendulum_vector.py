@@ -130,6 +130,9 @@ def _step(acts, skip, table, ctrl, winds, offset, length, index, hist, th, thdot
 class WindyPendulumVectorEnv(VectorEnv):
     """N windy pendulums with discretised torque, bit-identical per sub-env to ``lcpo/WindyPendulum-v0``.
 
+    The windy Pendulum of paper Appendix F (dynamics and reward: :mod:`lcpo.envs.windy_pendulum`), vectorised per
+    Gymnasium's ``VectorEnv`` API.
+
     Args:
         num_envs: N; may be omitted when ``env_kwargs`` is given (``gymnasium.make_vec`` passes it).
         env_kwargs: one dict per sub-env of :func:`~lcpo.envs.windy_pendulum.make_windy_pendulum` arguments
@@ -140,12 +143,13 @@ class WindyPendulumVectorEnv(VectorEnv):
             (``"cuda"``, ``"cpu"``, ...): the torch backend there (see the module docstring).
         **kwargs: arguments shared by every sub-env (merged under each ``env_kwargs`` entry).
 
-    Spaces: ``single_observation_space`` ``Box(9,)`` float32 and ``single_action_space``
+    Spaces: ``single_observation_space`` ``Box(9,)`` float32 (``cos theta``, ``sin theta``, ``theta_dot`` in
+    rad/s, then the wind ``w_x``, ``w_y`` at lags 0-2 in N m, as the single env) and ``single_action_space``
     ``MultiDiscrete([bins])``, equal to the single env's; batched: ``(N, 9)`` and ``(N, 1)``.
 
     ``step(actions)`` takes ``(N, 1)`` (or ``(N,)``) integer bin indices and returns
     ``(obs (N, 9) float32, rewards (N,) float64, terminated (N,) bool (always False), truncated (N,) bool,
-    infos)`` with ``infos["context"]`` the ``(N, 2)`` float64 wind applied (and Gymnasium's ``"_context"``
+    infos)`` with ``infos["context"]`` the ``(N, 2)`` float64 wind applied in N m (and Gymnasium's ``"_context"``
     mask). ``reset(seed=..., options=...)`` follows :class:`~gymnasium.vector.SyncVectorEnv`: ``seed`` None, an
     int (sub-env ``k`` gets ``seed + k``) or N values; ``options["reset_mask"]`` resets the masked sub-envs
     only; ``options["trace_index"]`` (an int, or N ints) starts at that trace row.
@@ -362,7 +366,9 @@ class WindyPendulumVectorEnv(VectorEnv):
             sub-envs reset).
 
         Raises:
-            ValueError: seeds of the wrong length; a reset mask that is not an ``(N,)`` bool array with a True.
+            ValueError: seeds or ``options["trace_index"]`` of the wrong length; a reset mask that is not an
+                ``(N,)`` bool array with a True.
+            RuntimeError: a ``reset_mask`` before a first full reset.
         """
         n = self.num_envs
         if seed is None:
@@ -387,6 +393,8 @@ class WindyPendulumVectorEnv(VectorEnv):
             tix = list(tix)
             if len(tix) != n:
                 raise ValueError(f"options['trace_index'] has {len(tix)} entries for num_envs={n}")
+        if mask is not self._ones and not self._started:  # refused before any sub-env changes
+            raise RuntimeError("reset with a reset_mask before a first full reset")
         rows = np.flatnonzero(mask)
         self._pull()
         for i in rows:
@@ -394,8 +402,6 @@ class WindyPendulumVectorEnv(VectorEnv):
         self._autoreset[mask] = False
         if mask is self._ones:
             self._started = True
-        elif not self._started:
-            raise RuntimeError("reset with a reset_mask before a first full reset")
         _observe(self._th, self._thdot, self._hist, self._obs, rows.astype(np.int64))
         self._push()
         return self._obs.copy(), {"context": self._hist[:, :, 0].copy(), "_context": mask.copy()}
@@ -469,8 +475,9 @@ class WindyPendulumVectorEnv(VectorEnv):
 
     # ------------------------------------------------------------------ checkpoints
     def get_state(self) -> list[dict]:
-        """Per sub-env, the single env's ``get_state()`` dict: ``th``, ``thdot``, ``elapsed``, ``wind``
-        (``index``, ``hist`` (2, 3)) and ``np_random`` (bit generator state)."""
+        """Per sub-env, the single env's ``get_state()`` dict: ``th`` (float, rad), ``thdot`` (float, rad/s),
+        ``elapsed`` (int steps), ``wind`` (``index`` int, ``hist`` ``(2, 3)`` float64 in N m) and ``np_random``
+        (bit generator state)."""
         self._pull()
         return [{"th": float(self._th[i]), "thdot": float(self._thdot[i]), "elapsed": int(self._elapsed[i]),
                  "wind": {"index": int(self._index[i]), "hist": self._hist[i].copy()},
@@ -504,5 +511,9 @@ class WindyPendulumVectorEnv(VectorEnv):
 def make_windy_pendulum_vector(num_envs: int | None = None, env_kwargs: Sequence[dict] | None = None,
                                **kwargs) -> WindyPendulumVectorEnv:
     """Vector entry point of ``lcpo/WindyPendulum-v0`` (``gymnasium.make_vec(...,
-    vectorization_mode="vector_entry_point")``): :class:`WindyPendulumVectorEnv` with the same arguments."""
+    vectorization_mode="vector_entry_point")``): :class:`WindyPendulumVectorEnv` with the same arguments.
+
+    Raises:
+        ValueError, lcpo.contexts.TraceError: as :class:`WindyPendulumVectorEnv`.
+    """
     return WindyPendulumVectorEnv(num_envs=num_envs, env_kwargs=env_kwargs, **kwargs)

@@ -105,8 +105,8 @@ def user_vector_env(env_id: str, env_kwargs: Sequence[dict]):
     ``num_envs`` must be N, one sub-environment per seed.
 
     Raises:
-        ValueError: per-seed environment arguments that differ (one vector env takes one set), or ``num_envs``
-            other than the number of seeds.
+        ValueError: an unknown environment name (as :func:`names_vector_env`), per-seed environment arguments
+            that differ (one vector env takes one set), or ``num_envs`` other than the number of seeds.
     """
     import inspect
 
@@ -246,14 +246,17 @@ class PopulationLoop:
         segment_steps: steps per recorded row of a continuing (``never``) seed.
 
     Raises:
-        ValueError: seeds and conditions of different lengths, a malformed condition, or (while running) a
-            non-finite observation or reward (naming the seed and step).
+        ValueError: no seeds, seeds and conditions of different lengths, a malformed condition,
+            ``segment_steps`` < 1, or (while running, :meth:`run`) a non-finite observation or reward (naming the
+            seed and step).
     """
 
     def __init__(self, stream, agents, reset_conditions: Sequence[str], seeds: Sequence[int],
                  on_episode: Callable | None = None, on_update: Callable | None = None,
                  segment_steps: int = SEGMENT_STEPS):
-        if len(reset_conditions) != len(seeds) or not seeds:
+        if not seeds:
+            raise ValueError("a population needs at least one seed, got none")
+        if len(reset_conditions) != len(seeds):
             raise ValueError(f"need one reset condition per seed, got {len(reset_conditions)} for {len(seeds)} "
                              "seeds")
         if int(segment_steps) < 1:
@@ -357,7 +360,13 @@ class PopulationLoop:
             self.on_episode(k, row)
 
     def run(self, until_step: int) -> None:
-        """Step every seed until the (shared) step count reaches ``until_step``."""
+        """Step every seed until the (shared) step count reaches ``until_step``.
+
+        Raises:
+            ValueError: a non-finite observation (of ``step`` or ``reset``) or reward, naming the seed and step;
+                or a ``never`` seed whose vector environment cannot step on past its episode's end
+                (:meth:`lcpo.envs.vector.VectorStream.continue_where`).
+        """
         if self.obs is None:
             obs = self.stream.reset(self.seeds)
             _check_finite("observation returned by reset()", np.asarray(obs), self.steps, self.seeds)
@@ -417,8 +426,14 @@ class PopulationLoop:
 
     def seed_states(self) -> list[dict]:
         """Every seed's loop state in :meth:`lcpo.online.loop.OnlineLoop.state_dict`'s format (so a seed folder
-        resumes alone): counters, current observation, partial episode, episode rows, the reset condition's
-        counter and, under ``"env"``, its sub-environment's own ``get_state()``."""
+        resumes alone): counters, current observation (``obs``: a copy of the seed's row, ``(d,)`` float32 as the
+        stream returns it), partial episode (``ctx_sum``: ``(c,)`` float64 context sum, or None), episode rows,
+        the reset condition's counter and, under ``"env"``, its sub-environment's own ``get_state()``.
+
+        Raises:
+            TypeError, RuntimeError: as :meth:`lcpo.envs.vector.VectorStream.get_state` (an environment that
+                cannot be saved; a sub-environment awaiting its autoreset, or no reset yet).
+        """
         env_states = self.stream.get_state()
         return [{
             "steps": self.steps, "obs": None if self.obs is None else np.array(self.obs[k], copy=True),
@@ -438,7 +453,8 @@ class PopulationLoop:
         """Restore one :meth:`seed_states` entry (or a solo ``OnlineLoop.state_dict``) per seed, all at one step.
 
         Raises:
-            ValueError: the states are at different steps, or there is not one per seed.
+            ValueError: the states are at different steps, or there is not one per seed; or as
+                :meth:`lcpo.envs.vector.VectorStream.set_state` (which also raises TypeError).
         """
         if len(states) != self.n:
             raise ValueError(f"need {self.n} seed states, got {len(states)}")
@@ -449,7 +465,7 @@ class PopulationLoop:
         self.stream.set_state([{"env": s["env"], "obs": np.asarray(s["obs"], dtype=np.float32), "ended": False,
                                 "wrappers": s.get("wrappers")} for s in states])
         self.steps = steps.pop()
-        self.obs = np.stack([np.asarray(s["obs"]) for s in states])
+        self.obs = np.stack([np.asarray(s["obs"], dtype=np.float32) for s in states])  # the stream's dtype
         self._ep_return = np.array([float(s["ep_return"]) for s in states])
         self._ep_start = self.steps - np.array([int(s["ep_length"]) for s in states], dtype=np.int64)
         self._has_ctx = np.array([s["ctx_sum"] is not None for s in states])
@@ -503,8 +519,9 @@ class Population:
         loop: the :class:`PopulationLoop`.
 
     Raises:
-        ValueError: no seeds, repeated seeds, a list of the wrong length, an unknown agent or environment, an
-            unusable device or a device other than the CPU for an agent that is not batch-native.
+        ValueError: no seeds, repeated seeds, a seed that is not an integer >= 0 (or ``seeds`` a string), a list of
+            the wrong length, a malformed reset condition, an unknown agent or environment, an unusable device or a
+            device other than the CPU for an agent that is not batch-native.
     """
 
     def __init__(self, agent: str, env: str = "lcpo/WindyPendulum-v0", seeds: Sequence[int] = (0,), *,
@@ -578,7 +595,8 @@ class Population:
             threads: torch/BLAS threads while learning (:func:`lcpo.online.threads.limit_threads`).
 
         Raises:
-            ValueError: a negative or non-integer ``total_steps``.
+            ValueError: a negative or non-integer ``total_steps``, or as :meth:`PopulationLoop.run` (e.g. a
+                non-finite observation or reward, naming the seed and step).
             RuntimeError: the population was closed (:meth:`close`).
         """
         from lcpo.online.threads import limit_threads
