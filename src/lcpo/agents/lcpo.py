@@ -122,9 +122,15 @@ class LCPO(BatchOnPolicyAgent):
     Requires an environment that declares its context (``env.unwrapped.context_spec``).
 
     Raises:
-        AttributeError: if the environment declares no context; ValueError for an unknown detector, an
-            ``entropy_target >= 1``, or a ``reservoir_size`` below ``ood_batch`` (no anchor batch could ever be
-            found; :func:`lcpo.ood.check_ood_sizes`).
+        AttributeError: if the environment declares no context (:class:`~lcpo.envs.context.MissingContextError`,
+            also a ValueError); ValueError for an unknown detector or automatic-threshold rule, an
+            ``ood_threshold`` that is neither a positive number nor ``"auto"``/``"env"``, invalid automatic
+            settings (:func:`lcpo.ood.detectors.make_detector`), an ``entropy_target`` outside ``[0, 1)``, a
+            ``reservoir_size`` below ``ood_batch`` (no anchor batch could ever be found;
+            :func:`lcpo.ood.check_ood_sizes`) or a reservoir larger than this machine's memory
+            (:class:`~lcpo.memory.reservoir.ReservoirBuffer`); and the errors of
+            :class:`~lcpo.agents.batched.BatchOnPolicyAgent` (invalid hyperparameters, bad seeds, an unusable
+            device; TypeError for unsupported spaces).
 
     Warns:
         UserWarning: for ``entropy_target > 0.95`` (see :func:`lcpo.numerics.categorical.entropy_target_nats`).
@@ -160,45 +166,72 @@ class LCPO(BatchOnPolicyAgent):
     # -- the single agent's view (N = 1) ---------------------------------------------------------------
     @property
     def detector(self):
-        """The single agent's OOD detector (N = 1 only)."""
+        """The single agent's OOD detector (N = 1 only).
+
+        Raises:
+            AttributeError: for a population of more than one seed.
+        """
         self._solo("detector")
         return self.detectors[0]
 
     @property
     def reservoir(self) -> ReservoirBuffer:
-        """The single agent's reservoir (N = 1 only)."""
+        """The single agent's reservoir (N = 1 only).
+
+        Raises:
+            AttributeError: for a population of more than one seed.
+        """
         self._solo("reservoir")
         return self.reservoirs[0]
 
     @property
     def log_alpha(self) -> torch.Tensor:
-        """The single agent's log-temperature ``(1,)`` (a view of the stacked ``(N, 1)``; N = 1 only)."""
+        """The single agent's log-temperature ``(1,)`` (a view of the stacked ``(N, 1)``; N = 1 only).
+
+        Raises:
+            AttributeError: for a population of more than one seed.
+        """
         self._solo("log_alpha")
         return self.log_alphas[0]
 
     @property
     def constrained_updates(self):
-        """Updates that took the constrained step: an int (single agent) or ``(N,)`` array."""
+        """Updates that took the constrained step: an int (single agent) or ``(N,)`` int64 array."""
         return int(self.seed_constrained_updates[0]) if self.n_seeds == 1 else self.seed_constrained_updates
 
     @property
     def accepted_steps(self):
-        """Constrained steps the line search accepted: an int (single agent) or ``(N,)`` array."""
+        """Constrained steps the line search accepted: an int (single agent) or ``(N,)`` int64 array."""
         return int(self.seed_accepted_steps[0]) if self.n_seeds == 1 else self.seed_accepted_steps
 
     def seed_alpha(self, k: int) -> float:
-        """Seed slot ``k``'s entropy temperature (0 if automatic tuning is off)."""
+        """Seed slot ``k``'s entropy temperature (0 if automatic tuning is off).
+
+        Raises:
+            IndexError: for ``k`` outside ``[-N, N)`` while automatic tuning is on.
+        """
         return self.hp.entropy_base * math.exp(self.log_alphas[k, 0].item()) if self.hp.auto_entropy else 0.0
 
     @property
     def alpha(self) -> float:
-        """Current entropy temperature of the single agent (0 if automatic tuning is off; N = 1 only)."""
+        """Current entropy temperature of the single agent (0 if automatic tuning is off; N = 1 only).
+
+        Raises:
+            AttributeError: for a population of more than one seed.
+        """
         self._solo("alpha")
         return self.seed_alpha(0)
 
     # -- the update ------------------------------------------------------------------------------------
     def update(self, idx: np.ndarray) -> list[dict]:
-        """One LCPO update on the full rollout batches of the seed slots ``idx``; per-seed diagnostics."""
+        """One LCPO update (paper Algorithms 1-3; module docstring) on the full rollout batches of the seed slots
+        ``idx`` (``(n,)`` int64); one diagnostics dict per slot of ``idx``.
+
+        Raises:
+            ValueError: for non-finite or float32-overflowing advantages or returns, a non-finite critic loss
+                (:mod:`lcpo.numerics.finite`), or a non-finite context value or candidate distance of an automatic
+                OOD threshold (:meth:`lcpo.ood.calibration.AutoThreshold.fit`, ``calibrate``).
+        """
         hp = self.hp
         b = self._batch(idx)
         n = len(idx)
@@ -324,7 +357,11 @@ class LCPO(BatchOnPolicyAgent):
     # -- persistence ---------------------------------------------------------------------------------
     def seed_state_dict(self, k: int) -> dict:
         """Seed slot ``k``'s state in the single LCPO agent's format: the on-policy state plus reservoir,
-        temperature, its optimizer, LCPO's counters and (for an automatic OOD threshold) the calibrator's state."""
+        temperature, its optimizer, LCPO's counters and (for an automatic OOD threshold) the calibrator's state.
+
+        Raises:
+            IndexError: for a slot outside ``[0, N)``.
+        """
         state = super().seed_state_dict(k)
         state.update({"reservoir": self.reservoirs[k].state_dict(),
                       "log_alpha": self.log_alphas[k].detach().cpu().clone(),
@@ -336,7 +373,15 @@ class LCPO(BatchOnPolicyAgent):
         return state
 
     def load_seed_state_dict(self, k: int, state: dict) -> None:
-        """Restore seed slot ``k`` from a single LCPO agent's ``state_dict`` exactly."""
+        """Restore seed slot ``k`` from a single LCPO agent's ``state_dict`` exactly.
+
+        Raises:
+            IndexError: for a slot outside ``[0, N)``.
+            ValueError: the errors of :meth:`~lcpo.agents.batched.BatchOnPolicyAgent.load_seed_state_dict`, or an
+                OOD calibration that does not fit this agent's threshold
+                (:func:`lcpo.ood.calibration.load_calibration`).
+            KeyError: for a state without one of LCPO's entries (e.g. another agent's state).
+        """
         super().load_seed_state_dict(k, state)
         self.reservoirs[k].load_state_dict(state["reservoir"])
         with torch.no_grad():

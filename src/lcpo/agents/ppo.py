@@ -99,7 +99,8 @@ def clipped_surrogate(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Ten
         ``(...)`` tensor (a scalar for ``(B,)`` inputs): the masked mean of the negated clipped objective.
 
     Raises:
-        ValueError: if ``clip`` is not in (0, 1) or the shapes differ.
+        ValueError: if ``clip`` is not in (0, 1) or ``logp``, ``logp_old`` and ``adv`` differ in shape (``mask``
+            is not checked).
     """
     if not 0.0 < clip < 1.0:
         raise ValueError(f"PPO clip must be in (0, 1), got {clip}")
@@ -159,7 +160,9 @@ class PPO(BatchOnPolicyAgent):
     :meth:`_after_update` (LCPO-P uses both).
 
     Raises:
-        ValueError: for a clip outside (0, 1), ``epochs < 1``, ``minibatch_size < 1`` or ``max_kl <= 0``.
+        ValueError: for a clip outside (0, 1), ``epochs < 1``, ``minibatch_size < 1`` or ``max_kl <= 0``; and the
+            errors of :class:`~lcpo.agents.batched.BatchOnPolicyAgent` (invalid hyperparameters, bad seeds, an
+            unusable device; TypeError for unsupported spaces).
 
     Example:
         >>> import gymnasium as gym, lcpo.envs
@@ -210,6 +213,11 @@ class PPO(BatchOnPolicyAgent):
         written back when the set shrinks and at the end, so that a step costs what its seeds cost. With
         full-batch steps (``minibatch_size >= rollout_steps``) the forward pass that measures the KL after a
         step is also the next step's forward pass (the actor has not moved in between; its graph is kept).
+        Implements PPO-Clip (Schulman et al. 2017, eq. 7) on GAE advantages (Schulman et al. 2016).
+
+        Raises:
+            ValueError: for non-finite or float32-overflowing advantages or returns, or a non-finite critic loss
+                (:mod:`lcpo.numerics.finite`).
         """
         hp = self.hp
         b = self._batch(idx)
@@ -364,12 +372,22 @@ class PPO(BatchOnPolicyAgent):
     # -- persistence -----------------------------------------------------------------------------------
     def seed_state_dict(self, k: int) -> dict:
         """Seed slot ``k``'s state in the single PPO agent's format (the on-policy state plus the early-stop
-        counter)."""
+        counter).
+
+        Raises:
+            IndexError: for a slot outside ``[0, N)``.
+        """
         state = super().seed_state_dict(k)
         state["early_stops"] = int(self.seed_early_stops[k])
         return state
 
     def load_seed_state_dict(self, k: int, state: dict) -> None:
-        """Restore seed slot ``k`` from a single PPO agent's ``state_dict`` exactly."""
+        """Restore seed slot ``k`` from a single PPO agent's ``state_dict`` exactly.
+
+        Raises:
+            IndexError: for a slot outside ``[0, N)``.
+            ValueError: the errors of :meth:`~lcpo.agents.batched.BatchOnPolicyAgent.load_seed_state_dict`.
+            KeyError: for a state without ``early_stops`` (e.g. another agent's state).
+        """
         super().load_seed_state_dict(k, state)
         self.seed_early_stops[k] = int(state["early_stops"])

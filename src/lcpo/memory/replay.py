@@ -59,8 +59,8 @@ class ReplayBuffer:
     ``logp (C,) float64`` when stored.
 
     Raises:
-        ValueError: on a capacity < 1, a malformed shape, or a buffer larger than this machine's memory
-            (:func:`lcpo.memory.budget.require_fits`).
+        ValueError: on a capacity that is not an integer >= 1, a malformed shape, or a buffer larger than this
+            machine's memory (:func:`lcpo.memory.budget.require_fits`).
     """
 
     def __init__(
@@ -154,9 +154,9 @@ class ReplayBuffer:
         """Store one transition (the next step of the stream).
 
         Args:
-            obs: observation ``obs_shape``.
-            action: action ``action_shape``.
-            reward: finite scalar reward.
+            obs: observation ``obs_shape`` (stored as ``obs_dtype``).
+            action: action ``action_shape`` (stored as ``action_dtype``).
+            reward: finite scalar reward (stored as float64).
             next_obs: the real observation reached by the action, ``obs_shape`` (at an episode end: the true
                 final observation, never the reset observation).
             terminated: true if ``next_obs`` is a terminal state (ends the episode, no bootstrap).
@@ -212,7 +212,7 @@ class ReplayBuffer:
         Args:
             obs: ``(k, *obs_shape)``.
             actions: ``(k, *action_shape)``.
-            rewards: ``(k,)`` finite.
+            rewards: ``(k,)`` finite (stored as float64).
             next_obs: ``(k, *obs_shape)``, the real states reached.
             terminated: ``(k,)`` bool.
             truncated: ``(k,)`` bool.
@@ -416,8 +416,9 @@ class ReplayBuffer:
             state: a dict from :meth:`state_dict`.
 
         Raises:
-            ValueError: if the configuration differs (the differing field is named), a key is missing, or an
-                array has the wrong shape/dtype.
+            ValueError: if the configuration differs (the differing field is named), a key is missing, an
+                array has the wrong shape/dtype, or ``rng`` is the state of another bit generator (NumPy's
+                message).
         """
         try:
             cfg = state["config"]

@@ -44,7 +44,12 @@ class ReservoirBuffer:
         return min(self.seen, self.capacity)
 
     def add_batch(self, obs: np.ndarray) -> None:
-        """Offer a batch ``(B, obs_dim)`` of observations, in stream order (equivalent to B single adds)."""
+        """Offer a batch ``(B, obs_dim)`` of observations (cast to the storage dtype), in stream order (equivalent
+        to B single adds; Vitter 1985, Algorithm R; paper Algorithm 2).
+
+        Raises:
+            ValueError: if ``obs`` is not ``(B, obs_dim)`` (naming its shape).
+        """
         obs = np.asarray(obs)
         if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
             raise ValueError(f"reservoir expects (B, {self.obs_dim}) observations, got shape {obs.shape}")
@@ -65,7 +70,11 @@ class ReservoirBuffer:
         self.seen = n0 + B
 
     def sample_indices(self, count: int) -> np.ndarray:
-        """``min(count, len)`` distinct slot indices drawn uniformly without replacement."""
+        """``(min(count, len),)`` int64 distinct slot indices drawn uniformly without replacement.
+
+        Raises:
+            ValueError: from NumPy for a negative ``count`` (when the buffer is not empty).
+        """
         n = len(self)
         if n == 0:
             return np.zeros(0, dtype=np.int64)
@@ -74,12 +83,19 @@ class ReservoirBuffer:
         return self.rng.choice(n, size=count, replace=False)
 
     def state_dict(self) -> dict:
-        """Arrays, counters and RNG state for an exact resume."""
+        """Arrays, counters and RNG state for an exact resume: ``data`` (a ``(len, obs_dim)`` copy in the storage
+        dtype), ``seen`` (int) and ``rng`` (the generator's ``bit_generator.state``)."""
         return {"data": self.data[: len(self)].copy(), "seen": int(self.seen),
                 "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict` output."""
+        """Restore :meth:`state_dict` output.
+
+        Raises:
+            KeyError: for a missing ``data``, ``seen`` or ``rng``.
+            ValueError: from NumPy for ``data`` that does not fit ``(capacity, obs_dim)``, or an RNG state of
+                another bit generator.
+        """
         data = np.asarray(state["data"])
         self.seen = int(state["seen"])
         self.data[: data.shape[0]] = data

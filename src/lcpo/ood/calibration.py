@@ -68,7 +68,7 @@ class RunningMoments:
         self.m2 = np.zeros(dim)
 
     def update(self, x: np.ndarray) -> None:
-        """Merge a batch ``x (N, k)`` into the moments (an empty batch changes nothing).
+        """Merge a batch ``x (N, k)`` (cast to float64) into the moments (an empty batch changes nothing).
 
         Raises:
             ValueError: if ``x`` is not ``(N, k)`` or holds a non-finite value.
@@ -94,12 +94,12 @@ class RunningMoments:
 
     @property
     def var(self) -> np.ndarray:
-        """``(k,)`` population variance (0 before any data)."""
+        """``(k,)`` float64 population variance (0 before any data)."""
         return self.m2 / self.n if self.n else np.zeros_like(self.m2)
 
     @property
     def spread(self) -> np.ndarray:
-        """``(k,)`` non-negative spread of each feature, ``max(std, 1e-6 rms)``; 0 only for a feature that has
+        """``(k,)`` float64 non-negative spread of each feature, ``max(std, 1e-6 rms)``; 0 only for a feature that has
         always been exactly 0. Scales by ``c`` when the feature is multiplied by ``c > 0``."""
         var = self.var
         rms = np.sqrt(self.mean ** 2 + var)
@@ -107,7 +107,7 @@ class RunningMoments:
 
     @property
     def scale(self) -> np.ndarray:
-        """``(k,)`` positive unit of each feature: :attr:`spread`, or 1 for a feature that was always 0.
+        """``(k,)`` float64 positive unit of each feature: :attr:`spread`, or 1 for a feature that was always 0.
 
         Dividing by it removes the unit: it scales by ``c`` under a change of units, except the all-zero
         fallback, which only applies where every value, and so every difference, is 0 anyway.
@@ -116,11 +116,15 @@ class RunningMoments:
         return np.where(s > 0, s, 1.0)
 
     def state_dict(self) -> dict:
-        """Counters and moments (exact resume)."""
+        """Counters and moments (exact resume): ``n`` (int), ``mean`` and ``m2`` (``(k,)`` float64 copies)."""
         return {"n": int(self.n), "mean": self.mean.copy(), "m2": self.m2.copy()}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict` output."""
+        """Restore :meth:`state_dict` output.
+
+        Raises:
+            KeyError: for a missing ``n``, ``mean`` or ``m2``.
+        """
         self.n = int(state["n"])
         self.mean = np.array(state["mean"], dtype=np.float64)
         self.m2 = np.array(state["m2"], dtype=np.float64)
@@ -238,10 +242,14 @@ class AutoThreshold:
         """Merge the recent batch's features into the running moments, then fit the distance on it.
 
         Args:
-            recent_obs: ``(M, obs_dim)`` observations of the recent batch, ``M >= 1``.
+            recent_obs: ``(M, obs_dim)`` observations of the recent batch (cast to float64), ``M >= 1``.
+
+        Returns:
+            ``self``.
 
         Raises:
-            ValueError: for an empty batch or a non-finite context value.
+            ValueError: for an empty batch, a non-finite context value, or features of another width than the
+                first batch's (:meth:`RunningMoments.update`).
         """
         x = self._features(recent_obs)
         if x.shape[0] < 1:
@@ -258,8 +266,8 @@ class AutoThreshold:
         return self
 
     def distance_sq(self, obs: np.ndarray) -> np.ndarray:
-        """``(N,)`` squared distances to the recent batch: squared context units (L2, quantile rule), squared
-        running-std units (L2, standardized rule) or ``D^2`` (Mahalanobis).
+        """``(N,)`` float64 squared distances of ``obs (N, obs_dim)`` to the recent batch: squared context units
+        (L2, quantile rule), squared running-std units (L2, standardized rule) or ``D^2`` (Mahalanobis).
 
         Raises:
             RuntimeError: before :meth:`fit`.
@@ -316,6 +324,7 @@ class AutoThreshold:
 
         Raises:
             RuntimeError: before :meth:`fit`.
+            ValueError: for a non-finite candidate distance (:func:`quantile_statistic`).
         """
         if self.rule != "quantile":
             return
@@ -329,7 +338,12 @@ class AutoThreshold:
         self.calibrations += 1
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        """``(N,) bool``: True where the distance exceeds both the threshold and the ``eps`` floor."""
+        """``(N,) bool`` for ``obs (N, obs_dim)``: True where the distance exceeds both the threshold and the
+        ``eps`` floor.
+
+        Raises:
+            RuntimeError: before :meth:`fit`.
+        """
         d = self.distance_sq(obs)
         return (d > self.threshold) & (d > self._eps())
 
@@ -351,6 +365,7 @@ class AutoThreshold:
             ValueError: if the state was computed for another detector, rule or parameter (its sums are in
                 another unit or for another target), naming the setting; states written before these were
                 recorded are accepted.
+            KeyError: for a state without ``moments``, ``log_sum`` or ``calibrations``.
         """
         for key, mine in self._identity().items():
             theirs = state.get(key, mine)
@@ -376,7 +391,8 @@ def load_calibration(detector, state: dict) -> None:
     Raises:
         ValueError: if ``detector`` is an :class:`AutoThreshold` and ``state`` has no calibration (a checkpoint
             written with a fixed threshold: resume it with that threshold), or the other way round (a checkpoint
-            whose threshold was calibrated, loaded into an agent with a fixed one).
+            whose threshold was calibrated, loaded into an agent with a fixed one), or a calibration for other
+            settings (:meth:`AutoThreshold.load_state_dict`).
     """
     if not isinstance(detector, AutoThreshold):
         if state.get("ood_calibration") is not None:

@@ -125,6 +125,8 @@ def save_state(path: str | Path, state: dict, generation: int | None = None) -> 
 
     Raises:
         TypeError: for a value that is neither (e.g. an object array or a custom class).
+        ValueError: for a ``generation`` outside int64 (torch's message).
+        OSError: if a file cannot be written (:func:`lcpo.persistence.atomic.atomic_write`).
     """
     pt, js = _pair(path)
     tensors: dict[str, torch.Tensor] = {}
@@ -252,7 +254,8 @@ class RunCheckpoints:
         pre-commit ``state.json`` is read for its configuration).
 
         Raises:
-            CheckpointError: for a malformed ``latest.json`` or a missing generation folder (naming it).
+            CheckpointError: for a malformed ``latest.json`` or pre-commit ``state.json``, or a missing generation
+                folder (naming it).
         """
         p = self.pointer
         if not p.is_file():
@@ -311,6 +314,9 @@ class RunCheckpoints:
             step: environment steps done (the generation id).
             state: the run state (see :func:`save_state`).
             config: the run configuration (JSON), stored in the pointer.
+
+        Raises:
+            TypeError, ValueError, OSError: those of :meth:`write_generation` and :meth:`point_to`.
         """
         name, sha = self.write_generation(step, state)
         self.point_to(step, name, sha, config)
@@ -321,6 +327,11 @@ class RunCheckpoints:
 
         Returns:
             ``(folder name, SHA-256 of its state.json)``, for :meth:`point_to`.
+
+        Raises:
+            TypeError: for a value :func:`save_state` cannot store, or a ``step`` that is not a number.
+            ValueError: for a ``step`` outside int64, or a string that ``int()`` refuses.
+            OSError: if the folder or a file cannot be written.
         """
         self.folder.mkdir(parents=True, exist_ok=True)
         name = f"step-{int(step):012d}-{secrets.token_hex(4)}"
@@ -334,7 +345,13 @@ class RunCheckpoints:
 
     def point_to(self, step: int, name: str, sha: str, config: dict) -> None:
         """Second half of :meth:`commit`: replace ``latest.json`` atomically with a pointer to the generation
-        ``name`` of :meth:`write_generation` (the commit point), then delete every other generation."""
+        ``name`` of :meth:`write_generation` (the commit point), then delete every other generation.
+
+        Raises:
+            TypeError: for a ``config`` that is not JSON-serialisable
+                (:func:`lcpo.persistence.atomic.json_default`).
+            OSError: if the pointer cannot be written or an old generation cannot be deleted.
+        """
         atomic_write_json(self.pointer, {"format": 2, "step": int(step), "folder": name, "config": config,
                                          "files": {"state.json": {"sha256": sha}}})
         self._collect_garbage(keep=name)
