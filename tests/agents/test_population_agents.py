@@ -744,3 +744,35 @@ def test_seed_adam_refuses_unequal_step_counts_and_leaves_the_seed_as_it_was():
     for a, b in zip(opt.exp_avg + opt.exp_avg_sq, saved):
         assert torch.equal(a, b)
     assert opt.steps.tolist() == [1, 1]
+
+
+def test_a_refused_seed_state_leaves_the_population_as_it_was():
+    """All or nothing: an LCPO state with a fixed OOD threshold loaded into an agent that calibrates it (refused
+    by the last check, after the networks, optimizers, rollout, RNGs and reservoir), and an A2C state loaded into
+    PPO (no ``early_stops``), leave every seed exactly as it was; a population state whose last member is refused
+    rolls the members loaded before it back too."""
+    from lcpo.agents import A2C, LCPO, PPO
+
+    fixed = LCPO(_env(), seed=3, **LCPO_KW)
+    drive(fixed, [_env()], 250, [3])
+    auto = LCPO.population(_env(), [0, 1], ood_threshold="auto", **LCPO_KW)
+    drive(auto, [_env(), _env()], 250, [0, 1])
+    before = auto.state_dict()
+    with pytest.raises(ValueError, match="fixed OOD threshold"):
+        auto.load_seed_state_dict(1, fixed.state_dict())
+    assert_states_equal(auto.state_dict(), before)
+    a2c = A2C(_env(), seed=4, **PPO_KW)
+    drive(a2c, [_env()], 250, [4])
+    ppo = PPO.population(_env(), [0, 1], **PPO_KW)
+    drive(ppo, [_env(), _env()], 250, [0, 1])
+    before = ppo.state_dict()
+    with pytest.raises(KeyError, match="early_stops"):
+        ppo.load_seed_state_dict(0, a2c.state_dict())
+    assert_states_equal(ppo.state_dict(), before)
+    other = PPO.population(_env(), [0, 1], **PPO_KW)
+    drive(other, [_env(), _env()], 300, [7, 8])
+    mixed = other.state_dict()
+    mixed["members"][1] = a2c.state_dict()  # member 0 loads, member 1 is refused
+    with pytest.raises(KeyError, match="early_stops"):
+        ppo.load_state_dict(mixed)
+    assert_states_equal(ppo.state_dict(), before)

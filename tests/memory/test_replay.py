@@ -230,3 +230,53 @@ def test_bad_input_raises_clear_errors():
         buf.sample_windows(2, 0)
     with pytest.raises(ValueError, match="batch_size"):
         buf.sample(0)
+
+
+def _snapshot(buf: ReplayBuffer) -> dict:
+    s = buf.state_dict()
+    return {"arrays": {k: v.copy() for k, v in s["arrays"].items()}, "total": s["total_added"],
+            "episode": s["current_episode"], "rng": s["rng"]}
+
+
+def _same_snapshot(a: dict, b: dict) -> None:
+    assert a["total"] == b["total"] and a["episode"] == b["episode"] and a["rng"] == b["rng"]
+    for k in a["arrays"]:
+        np.testing.assert_array_equal(a["arrays"][k], b["arrays"][k])
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(terminated=np.array([True, False])), "terminated must be one bool, got array"),
+    (dict(action=None), "action None cannot be stored as int64"),
+])
+def test_a_refused_transition_leaves_a_full_buffer_as_it_was(bad, match):
+    """A full buffer (its next write overwrites the oldest sample) refuses a malformed transition in one line
+    naming the value, before writing anything (the logp and obs slots were overwritten first)."""
+    buf = ReplayBuffer(4, obs_shape=(2,), store_logp=True, seed=0)
+    for i in range(6):
+        buf.add(np.full(2, i, np.float32), 1, 0.5, np.full(2, i + 1, np.float32), False, False, logp=-0.1 * i)
+    before = _snapshot(buf)
+    args = dict(obs=np.zeros(2, np.float32), action=0, reward=1.0, next_obs=np.ones(2, np.float32),
+                terminated=False, truncated=False, logp=-9.0)
+    args.update(bad)
+    with pytest.raises(ValueError, match=match) as info:
+        buf.add(**args)
+    assert "\n" not in str(info.value)
+    _same_snapshot(_snapshot(buf), before)
+    with pytest.raises(ValueError, match="actions .*cannot be stored as int64"):
+        buf.add_batch(np.zeros((1, 2), np.float32), np.array([None]), np.ones(1), np.ones((1, 2), np.float32),
+                      np.zeros(1, bool), np.zeros(1, bool), logp=np.zeros(1))
+    _same_snapshot(_snapshot(buf), before)
+
+
+def test_a_state_with_another_generator_is_refused_before_anything_changes():
+    buf = ReplayBuffer(4, obs_shape=(2,), seed=0)
+    buf.add(np.zeros(2, np.float32), 1, 0.5, np.ones(2, np.float32), False, False)
+    other = ReplayBuffer(4, obs_shape=(2,), seed=1)
+    for i in range(3):
+        other.add(np.full(2, i, np.float32), 0, 1.0, np.full(2, i, np.float32), True, False)
+    state = other.state_dict()
+    state["rng"] = np.random.MT19937(0).state
+    before = _snapshot(buf)
+    with pytest.raises(ValueError, match="rng is not a PCG64 state"):
+        buf.load_state_dict(state)
+    _same_snapshot(_snapshot(buf), before)

@@ -48,3 +48,28 @@ def test_rejects_wrong_shape():
     buf = ReservoirBuffer(5, 3, np.random.default_rng(0))
     with pytest.raises(ValueError, match=r"\(B, 3\)"):
         buf.add_batch(np.zeros((4, 2)))
+
+
+def test_refused_states_and_batches_leave_the_reservoir_and_its_rng():
+    """Too many rows for the capacity, another bit generator's state, or observations with no numeric form:
+    refused in one line before the counters, the data or the generator change."""
+    buf = ReservoirBuffer(3, 2, np.random.default_rng(0))
+    buf.add_batch(np.arange(10, dtype=np.float32).reshape(5, 2))
+
+    def snap():
+        return buf.data.copy(), buf.seen, buf.rng.bit_generator.state
+
+    before = snap()
+    bad_rows = {"data": np.zeros((99, 2), np.float32), "seen": 99, "rng": buf.rng.bit_generator.state}
+    bad_rng = {"data": np.zeros((3, 2), np.float32), "seen": 7, "rng": np.random.MT19937(0).state}
+    for state, match in ((bad_rows, r"shape \(99, 2\), expected \(3, 2\)"), (bad_rng, "not a PCG64 state")):
+        with pytest.raises(ValueError, match=match):
+            buf.load_state_dict(state)
+    with pytest.raises(ValueError, match="dtype <U1 cannot be stored as float32"):
+        buf.add_batch(np.array([["a", "b"]]))
+    after = snap()
+    np.testing.assert_array_equal(after[0], before[0])
+    assert after[1:] == before[1:]
+    empty = ReservoirBuffer(3, 2, np.random.default_rng(1))
+    empty.load_state_dict(ReservoirBuffer(3, 2, np.random.default_rng(2)).state_dict())  # 0 rows still load
+    assert len(empty) == 0

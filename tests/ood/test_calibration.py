@@ -403,3 +403,32 @@ def test_state_dict_round_trip_continues_identically():
                        ood_threshold=1.0, detector="mahalanobis")
     with pytest.raises(ValueError, match="calibrated automatically .* but the agent uses a fixed one"):
         fixed_agent.load_state_dict(state)
+
+
+def test_refused_fits_and_states_leave_the_calibration_as_it_was():
+    """A first fit with a NaN leaves no moments behind; a 1-D batch is refused naming its shape; a state without
+    log_sum, or moments with a mean that is not a number, change nothing."""
+    auto = AutoThreshold("mahalanobis", SPEC)
+    obs = np.random.default_rng(0).normal(size=(50, 9))
+    bad = obs.copy()
+    bad[3, 4] = np.nan
+    with pytest.raises(ValueError, match="non-finite value nan"):
+        auto.fit(bad)
+    assert auto.moments is None
+    with pytest.raises(ValueError, match=r"expects \(M, obs_dim\) observations, got shape \(9,\)"):
+        auto.fit(obs[0])
+    auto.fit(obs)
+    state = auto.state_dict()
+    before = (auto.moments.n, auto.moments.mean.copy(), auto.log_sum, auto.calibrations)
+    broken = dict(state)
+    del broken["log_sum"]
+    with pytest.raises(KeyError, match="log_sum"):
+        auto.load_state_dict(broken)
+    m = auto.moments
+    m_state = m.state_dict()
+    with pytest.raises(ValueError):
+        m.load_state_dict({"n": 7, "mean": ["x", "y"], "m2": m_state["m2"]})
+    with pytest.raises(ValueError, match="expected two"):
+        m.load_state_dict({"n": 7, "mean": np.zeros(3), "m2": m_state["m2"]})
+    assert auto.moments is m and (m.n, auto.log_sum, auto.calibrations) == (before[0], before[2], before[3])
+    np.testing.assert_array_equal(m.mean, before[1])

@@ -182,3 +182,29 @@ def test_generation_folder_from_another_commit_is_refused(tmp_path):
     os.replace(gb / "state.json", ga / "state.json")
     with pytest.raises(CheckpointError, match=f"{ga / 'state.json'} does not match"):
         a.load()
+
+
+def test_a_refused_save_leaves_the_existing_pair_loadable(tmp_path):
+    """A value JSON refuses (numpy complex) is found before either file is written: the pair saved before still
+    loads (it used to have its .pt replaced first, leaving a pair that no longer matched)."""
+    save_state(tmp_path / "s", _state(4.0), generation=4)
+    with pytest.raises(TypeError):
+        save_state(tmp_path / "s", {"x": np.complex128(1 + 2j)}, generation=5)
+    assert _same(load_state(tmp_path / "s", generation=4), _state(4.0))
+
+
+@pytest.mark.parametrize("step, state, config, error", [
+    (800, {"x": np.array([object()])}, {}, TypeError),  # an object array: save_state refuses it
+    (2**63, _state(8.0), {}, ValueError),  # beyond int64
+    (800, _state(8.0), {"tags": {1, 2}}, TypeError),  # a config the pointer cannot hold
+])
+def test_a_refused_commit_leaves_no_folder_and_the_last_checkpoint(tmp_path, step, state, config, error):
+    store = RunCheckpoints(tmp_path / "checkpoint")
+    store.commit(400, _state(4.0), config={"steps": 1})
+    names = sorted(p.name for p in store.folder.iterdir())
+    with pytest.raises(error) as info:
+        store.commit(step, state, config=config)
+    assert "\n" not in str(info.value)
+    assert sorted(p.name for p in store.folder.iterdir()) == names
+    loaded_step, loaded = store.load()
+    assert loaded_step == 400 and _same(loaded, _state(4.0))

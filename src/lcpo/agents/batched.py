@@ -591,11 +591,26 @@ class BatchOnPolicyAgent(Agent):
     def load_seed_state_dict(self, k: int, state: dict) -> None:
         """Restore seed slot ``k`` from a single agent's ``state_dict`` (a solo run's, or :meth:`seed_state_dict`).
 
+        All or nothing: where the state is refused, seed ``k`` is left exactly as it was (its state is saved
+        first and restored before the error propagates); the other seeds are never touched.
+
         Raises:
-            IndexError: for a slot outside ``[0, N)``; ValueError for a state without ``return_norm`` (an older
-                lcpo) or a noise block of another size.
+            IndexError: for a slot outside ``[0, N)``.
+            ValueError: a state without ``return_norm`` (an older lcpo), a noise block of another size, or the
+                agent's own checks (another optimizer setting, an OOD calibration that does not fit this agent).
+            KeyError: a state without one of the agent's entries (e.g. another agent's state).
+            RuntimeError: network weights of other shapes (``torch.nn.Module.load_state_dict``).
         """
         k = self._check_k(k)
+        before = self.seed_state_dict(k)
+        try:
+            self._load_seed(k, state)
+        except BaseException:
+            self._load_seed(k, before)
+            raise
+
+    def _load_seed(self, k: int, state: dict) -> None:
+        """The fields of :meth:`load_seed_state_dict` (subclasses extend it; no rollback here)."""
         if "return_norm" not in state:
             raise ValueError("checkpoint state lacks 'return_norm' (written by an older lcpo); start the run afresh")
         self.actors.members[k].load_state_dict(state["actor"])
@@ -623,7 +638,7 @@ class BatchOnPolicyAgent(Agent):
         return {"seeds": list(self.seeds), "members": [self.seed_state_dict(k) for k in range(self.n_seeds)]}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict` output exactly.
+        """Restore :meth:`state_dict` output exactly; all or nothing (a refused member leaves every seed as it was).
 
         Raises:
             ValueError: for a population state of other seeds, or the errors of :meth:`load_seed_state_dict`.
@@ -634,8 +649,16 @@ class BatchOnPolicyAgent(Agent):
         from lcpo.agents.population import _check_population_state
 
         _check_population_state(state, self.seeds)
-        for k, s in enumerate(state["members"]):
-            self.load_seed_state_dict(k, s)
+        loaded = []  # (slot, its state before): a refused member rolls the earlier ones back too
+        try:
+            for k, s in enumerate(state["members"]):
+                before = self.seed_state_dict(k)
+                self.load_seed_state_dict(k, s)
+                loaded.append((k, before))
+        except BaseException:
+            for k, before in loaded:
+                self._load_seed(k, before)
+            raise
 
     def learn(self, total_steps: int, reset_condition=None, callback=None):
         """The single agent's online loop (:meth:`lcpo.agents.base.Agent.learn`); a population is stepped by the

@@ -372,7 +372,7 @@ class LCPO(BatchOnPolicyAgent):
             state["ood_calibration"] = self.detectors[k].state_dict()
         return state
 
-    def load_seed_state_dict(self, k: int, state: dict) -> None:
+    def _load_seed(self, k: int, state: dict) -> None:
         """Restore seed slot ``k`` from a single LCPO agent's ``state_dict`` exactly.
 
         Raises:
@@ -382,7 +382,7 @@ class LCPO(BatchOnPolicyAgent):
                 (:func:`lcpo.ood.calibration.load_calibration`).
             KeyError: for a state without one of LCPO's entries (e.g. another agent's state).
         """
-        super().load_seed_state_dict(k, state)
+        super()._load_seed(k, state)
         self.reservoirs[k].load_state_dict(state["reservoir"])
         with torch.no_grad():
             self.log_alphas[k].copy_(state["log_alpha"])

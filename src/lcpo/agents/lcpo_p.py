@@ -223,9 +223,9 @@ class LCPOP(PPO):
             state["ood_calibration"] = self.detectors[k].state_dict()
         return state
 
-    def load_seed_state_dict(self, k: int, state: dict) -> None:
+    def _load_seed(self, k: int, state: dict) -> None:
         """Restore seed slot ``k`` from a single LCPO-P agent's ``state_dict`` exactly."""
-        super().load_seed_state_dict(k, state)
+        super()._load_seed(k, state)
         self.reservoirs[k].load_state_dict(state["reservoir"])
         self.seed_constrained_updates[k] = int(state["constrained_updates"])
         load_calibration(self.detectors[k], state)

@@ -381,7 +381,7 @@ class PPO(BatchOnPolicyAgent):
         state["early_stops"] = int(self.seed_early_stops[k])
         return state
 
-    def load_seed_state_dict(self, k: int, state: dict) -> None:
+    def _load_seed(self, k: int, state: dict) -> None:
         """Restore seed slot ``k`` from a single PPO agent's ``state_dict`` exactly.
 
         Raises:
@@ -389,5 +389,5 @@ class PPO(BatchOnPolicyAgent):
             ValueError: the errors of :meth:`~lcpo.agents.batched.BatchOnPolicyAgent.load_seed_state_dict`.
             KeyError: for a state without ``early_stops`` (e.g. another agent's state).
         """
-        super().load_seed_state_dict(k, state)
+        super()._load_seed(k, state)
         self.seed_early_stops[k] = int(state["early_stops"])

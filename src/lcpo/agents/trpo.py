@@ -185,7 +185,7 @@ class TRPO(BatchOnPolicyAgent):
         state["accepted_steps"] = int(self.seed_accepted_steps[k])
         return state
 
-    def load_seed_state_dict(self, k: int, state: dict) -> None:
+    def _load_seed(self, k: int, state: dict) -> None:
         """Restore seed slot ``k`` from a single TRPO agent's ``state_dict`` exactly."""
-        super().load_seed_state_dict(k, state)
+        super()._load_seed(k, state)
         self.seed_accepted_steps[k] = int(state["accepted_steps"])

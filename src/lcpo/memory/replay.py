@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import math
+import reprlib
 from typing import Any
 
 import numpy as np
@@ -187,15 +188,19 @@ class ReplayBuffer:
             lp = float(logp)
             if not math.isfinite(lp):
                 raise ValueError(f"logp is non-finite: {logp!r}")
-            d["logp"][self._total % self.capacity] = lp
         elif logp is not None:
             raise ValueError("logp given but the buffer was built with store_logp=False")
-        term, trunc = bool(terminated), bool(truncated)
+        term, trunc = _flag("terminated", terminated), _flag("truncated", truncated)
+        # every value converted before the first write: a refused transition leaves the buffer as it was
+        obs_w, next_w = _cast("obs", obs_a, d["obs"].dtype), _cast("next_obs", next_a, d["next_obs"].dtype)
+        act_w = _cast("action", act_a, d["actions"].dtype)
         i = self._total % self.capacity
-        d["obs"][i] = obs_a
-        d["actions"][i] = act_a
+        if self.store_logp:
+            d["logp"][i] = lp
+        d["obs"][i] = obs_w
+        d["actions"][i] = act_w
         d["rewards"][i] = r
-        d["next_obs"][i] = next_a
+        d["next_obs"][i] = next_w
         d["terminated"][i] = term
         d["truncated"][i] = trunc
         d["episode"][i] = self._episode
@@ -258,6 +263,10 @@ class ReplayBuffer:
             return
         term = term.astype(bool)
         trunc = trunc.astype(bool)
+        # every array converted before the first write: a refused batch leaves the buffer as it was
+        d = self._data
+        obs, next_obs = _cast("obs", obs, d["obs"].dtype), _cast("next_obs", next_obs, d["next_obs"].dtype)
+        actions = _cast("actions", actions, d["actions"].dtype)
         done = term | trunc
         episode = self._episode + np.r_[0, np.cumsum(done[:-1])].astype(np.int64)
         # Only the newest `capacity` of this batch can survive.
@@ -436,6 +445,11 @@ class ReplayBuffer:
                 raise ValueError(f"replay buffer state has {key}={theirs!r}, this buffer has {key}={value!r}")
         if total < 0 or episode < 0:
             raise ValueError(f"malformed replay buffer state: total_added={total}, current_episode={episode}")
+        try:  # checked on a scratch generator first: a refused state leaves the buffer as it was
+            type(self._rng.bit_generator)().state = rng_state
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ValueError(f"replay buffer state's rng is not a {type(self._rng.bit_generator).__name__} "
+                             f"state ({exc})") from None
         size = min(total, self.capacity)
         for name, arr in self._data.items():
             if name not in arrays:
@@ -450,6 +464,23 @@ class ReplayBuffer:
         self._total = total
         self._episode = episode
         self._rng.bit_generator.state = rng_state
+
+
+def _cast(name: str, value, dtype) -> np.ndarray:
+    """``value`` as an array of ``dtype``; a value that has no such form is refused in one line naming it."""
+    try:
+        return np.asarray(value, dtype=dtype)
+    except (TypeError, ValueError, OverflowError) as exc:
+        shown = value.item() if isinstance(value, np.ndarray) and value.ndim == 0 else value
+        raise ValueError(f"{name} {reprlib.repr(shown)} cannot be stored as {np.dtype(dtype)} "
+                         f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+
+
+def _flag(name: str, value) -> bool:
+    """One transition's ``terminated``/``truncated`` flag as a bool; an array of several values is refused."""
+    if np.ndim(value) != 0:
+        raise ValueError(f"{name} must be one bool, got {reprlib.repr(value)}")
+    return bool(value)
 
 
 def _as_shape(shape, name: str) -> tuple[int, ...]:

@@ -48,11 +48,17 @@ class ReservoirBuffer:
         to B single adds; Vitter 1985, Algorithm R; paper Algorithm 2).
 
         Raises:
-            ValueError: if ``obs`` is not ``(B, obs_dim)`` (naming its shape).
+            ValueError: if ``obs`` is not ``(B, obs_dim)`` (naming its shape) or has no numeric form (naming its
+                dtype); the reservoir and its RNG are left as they were.
         """
         obs = np.asarray(obs)
         if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
             raise ValueError(f"reservoir expects (B, {self.obs_dim}) observations, got shape {obs.shape}")
+        try:  # cast before the generator draws: a refused batch leaves the reservoir and its RNG as they were
+            obs = obs.astype(self.data.dtype, copy=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"reservoir observations of dtype {obs.dtype} cannot be stored as {self.data.dtype} "
+                             f"({exc})") from None
         B = obs.shape[0]
         n0, k = self.seen, self.capacity
         fill = max(0, min(B, k - n0))
@@ -93,10 +99,21 @@ class ReservoirBuffer:
 
         Raises:
             KeyError: for a missing ``data``, ``seen`` or ``rng``.
-            ValueError: from NumPy for ``data`` that does not fit ``(capacity, obs_dim)``, or an RNG state of
-                another bit generator.
+            ValueError: ``data`` of another shape than ``(min(seen, capacity), obs_dim)``, or an RNG state of
+                another bit generator (the reservoir is left as it was).
         """
-        data = np.asarray(state["data"])
-        self.seen = int(state["seen"])
-        self.data[: data.shape[0]] = data
-        self.rng.bit_generator.state = state["rng"]
+        data, seen, rng_state = np.asarray(state["data"]), int(state["seen"]), state["rng"]
+        rows = min(seen, self.capacity)  # checked before anything changes: a refused state leaves the reservoir
+        if data.size == 0 and rows == 0:
+            data = data.reshape(0, self.obs_dim)
+        if data.shape != (rows, self.obs_dim):
+            raise ValueError(f"reservoir state's data has shape {data.shape}, expected ({rows}, {self.obs_dim}) for "
+                             f"seen={seen} and capacity {self.capacity}")
+        try:
+            type(self.rng.bit_generator)().state = rng_state
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ValueError(f"reservoir state's rng is not a {type(self.rng.bit_generator).__name__} state "
+                             f"({exc})") from None
+        self.seen = seen
+        self.data[:rows] = data
+        self.rng.bit_generator.state = rng_state

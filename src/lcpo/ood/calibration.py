@@ -124,10 +124,16 @@ class RunningMoments:
 
         Raises:
             KeyError: for a missing ``n``, ``mean`` or ``m2``.
+            ValueError: ``mean`` and ``m2`` that are not two ``(k,)`` arrays, or values with no numeric form (the
+                moments are left as they were).
         """
-        self.n = int(state["n"])
-        self.mean = np.array(state["mean"], dtype=np.float64)
-        self.m2 = np.array(state["m2"], dtype=np.float64)
+        n = int(state["n"])  # every field converted first: a refused state leaves the moments as they were
+        mean = np.array(state["mean"], dtype=np.float64)
+        m2 = np.array(state["m2"], dtype=np.float64)
+        if mean.shape != m2.shape or mean.ndim != 1:
+            raise ValueError(f"running moments state has mean of shape {mean.shape} and m2 of shape {m2.shape}; "
+                             "expected two (k,) arrays")
+        self.n, self.mean, self.m2 = n, mean, m2
 
 
 def quantile_statistic(distances: np.ndarray, fraction: float) -> float:
@@ -251,12 +257,14 @@ class AutoThreshold:
             ValueError: for an empty batch, a non-finite context value, or features of another width than the
                 first batch's (:meth:`RunningMoments.update`).
         """
+        if np.ndim(recent_obs) != 2:
+            raise ValueError(f"AutoThreshold.fit expects (M, obs_dim) observations, got shape {np.shape(recent_obs)}")
         x = self._features(recent_obs)
         if x.shape[0] < 1:
             raise ValueError("AutoThreshold.fit needs at least one recent observation")
-        if self.moments is None:
-            self.moments = RunningMoments(x.shape[1])
-        self.moments.update(x)
+        moments = RunningMoments(x.shape[1]) if self.moments is None else self.moments
+        moments.update(x)  # refuses a non-finite batch before changing anything
+        self.moments = moments
         scale = self.moments.scale if self._standardized() else np.ones(x.shape[1])
         z = x / scale
         if self.detector == "l2":
@@ -372,14 +380,13 @@ class AutoThreshold:
             if theirs != mine:
                 raise ValueError(f"the checkpoint's automatic OOD threshold was calibrated with {key}={theirs!r}, "
                                  f"this agent uses {key}={mine!r}; resume with the run's own setting")
-        m = state["moments"]
-        if m is None:
-            self.moments = None
-        else:
-            self.moments = RunningMoments(len(m["mean"]))
-            self.moments.load_state_dict(m)
-        self.log_sum = float(state["log_sum"])
-        self.calibrations = int(state["calibrations"])
+        m = state["moments"]  # everything read before anything changes: a refused state leaves the calibration
+        log_sum, calibrations = float(state["log_sum"]), int(state["calibrations"])
+        moments = None
+        if m is not None:
+            moments = RunningMoments(len(m["mean"]))
+            moments.load_state_dict(m)
+        self.moments, self.log_sum, self.calibrations = moments, log_sum, calibrations
         self._fit = None
 
 

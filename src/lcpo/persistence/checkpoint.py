@@ -42,7 +42,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from lcpo.persistence.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, fsync_dir
+from lcpo.persistence.atomic import (atomic_write_bytes, atomic_write_json, atomic_write_text, fsync_dir,
+                                     json_default)
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "save_state", "load_state",
            "CheckpointError", "CommittedCheckpoint", "RunCheckpoints"]
@@ -136,9 +137,12 @@ def save_state(path: str | Path, state: dict, generation: int | None = None) -> 
     buf = io.BytesIO()
     torch.save(tensors, buf)
     data = buf.getvalue()
+    header = {"format": 2, "generation": gen, "pt_sha256": _sha256(data), "pt_bytes": len(data)}
+    # both files' content is built before either is written: a value JSON refuses leaves an existing pair intact
+    text = json.dumps({"__checkpoint__": header, "state": skeleton}, indent=2, sort_keys=True,
+                      default=json_default) + "\n"
     atomic_write_bytes(pt, data)
-    atomic_write_json(js, {"__checkpoint__": {"format": 2, "generation": gen, "pt_sha256": _sha256(data),
-                                              "pt_bytes": len(data)}, "state": skeleton})
+    atomic_write_text(js, text)
 
 
 def _load_tensors(pt: Path, data: bytes) -> dict:
@@ -318,6 +322,10 @@ class RunCheckpoints:
         Raises:
             TypeError, ValueError, OSError: those of :meth:`write_generation` and :meth:`point_to`.
         """
+        try:  # the pointer's config is checked before anything is written: a refused commit leaves no folder
+            json.dumps(config, default=json_default)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"checkpoint config is not JSON: {exc}") from None
         name, sha = self.write_generation(step, state)
         self.point_to(step, name, sha, config)
 
@@ -333,12 +341,19 @@ class RunCheckpoints:
             ValueError: for a ``step`` outside int64, or a string that ``int()`` refuses.
             OSError: if the folder or a file cannot be written.
         """
+        step = int(step)
+        if not -(2**63) <= step < 2**63:
+            raise ValueError(f"checkpoint step {step} is outside int64")
         self.folder.mkdir(parents=True, exist_ok=True)
-        name = f"step-{int(step):012d}-{secrets.token_hex(4)}"
+        name = f"step-{step:012d}-{secrets.token_hex(4)}"
         tmp = self.folder / f".tmp-{name}"
         tmp.mkdir()
-        save_state(tmp / "state", state, generation=step)
-        fsync_dir(tmp)
+        try:
+            save_state(tmp / "state", state, generation=step)
+            fsync_dir(tmp)
+        except BaseException:  # a refused state leaves no folder behind
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         os.rename(tmp, self.folder / name)
         fsync_dir(self.folder)
         return name, _sha256((self.folder / name / "state.json").read_bytes())
