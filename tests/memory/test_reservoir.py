@@ -73,3 +73,13 @@ def test_refused_states_and_batches_leave_the_reservoir_and_its_rng():
     empty = ReservoirBuffer(3, 2, np.random.default_rng(1))
     empty.load_state_dict(ReservoirBuffer(3, 2, np.random.default_rng(2)).state_dict())  # 0 rows still load
     assert len(empty) == 0
+
+
+def test_negative_sizes_are_refused_naming_them():
+    with pytest.raises(ValueError, match="^reservoir obs_dim must be >= 1, got -1$"):
+        ReservoirBuffer(4, -1, np.random.default_rng(0))
+    buf = ReservoirBuffer(4, 2, np.random.default_rng(0))
+    for _ in range(2):  # empty, then filled: the same message
+        with pytest.raises(ValueError, match="^reservoir sample count must be >= 0, got -1$"):
+            buf.sample_indices(-1)
+        buf.add_batch(np.ones((3, 2)))

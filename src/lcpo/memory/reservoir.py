@@ -23,7 +23,7 @@ class ReservoirBuffer:
         dtype: storage dtype (float32).
 
     Raises:
-        ValueError: on a non-positive capacity, a buffer larger than this machine's memory
+        ValueError: on a non-positive capacity or ``obs_dim``, a buffer larger than this machine's memory
             or than what is left beside the buffers this process already holds (a population's other seeds;
             :func:`lcpo.memory.budget.require_fits`), or an observation batch of the wrong shape.
     """
@@ -31,6 +31,8 @@ class ReservoirBuffer:
     def __init__(self, capacity: int, obs_dim: int, rng: np.random.Generator, dtype=np.float32):
         if capacity < 1:
             raise ValueError(f"reservoir capacity must be >= 1, got {capacity}")
+        if obs_dim < 1:
+            raise ValueError(f"reservoir obs_dim must be >= 1, got {obs_dim}")
         self.capacity = int(capacity)
         self.obs_dim = int(obs_dim)
         require_fits(self.capacity * self.obs_dim * np.dtype(dtype).itemsize,
@@ -79,8 +81,10 @@ class ReservoirBuffer:
         """``(min(count, len),)`` int64 distinct slot indices drawn uniformly without replacement.
 
         Raises:
-            ValueError: from NumPy for a negative ``count`` (when the buffer is not empty).
+            ValueError: for a negative ``count`` (naming it).
         """
+        if count < 0:
+            raise ValueError(f"reservoir sample count must be >= 0, got {count}")
         n = len(self)
         if n == 0:
             return np.zeros(0, dtype=np.int64)
