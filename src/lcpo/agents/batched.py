@@ -649,14 +649,13 @@ class BatchOnPolicyAgent(Agent):
         from lcpo.agents.population import _check_population_state
 
         _check_population_state(state, self.seeds)
-        loaded = []  # (slot, its state before): a refused member rolls the earlier ones back too
+        saved = []  # (slot, its state before): a refused member rolls itself and the earlier ones back
         try:
             for k, s in enumerate(state["members"]):
-                before = self.seed_state_dict(k)
-                self.load_seed_state_dict(k, s)
-                loaded.append((k, before))
+                saved.append((k, self.seed_state_dict(k)))
+                self._load_seed(k, s)
         except BaseException:
-            for k, before in loaded:
+            for k, before in saved:
                 self._load_seed(k, before)
             raise
 

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from lcpo.memory.budget import require_fits
+from lcpo.persistence.checkpoint import check_generator_state
 
 __all__ = ["ReplayBuffer"]
 
@@ -426,8 +427,8 @@ class ReplayBuffer:
 
         Raises:
             ValueError: if the configuration differs (the differing field is named), a key is missing, an
-                array has the wrong shape/dtype, or ``rng`` is the state of another bit generator (NumPy's
-                message).
+                array has the wrong shape/dtype, or ``rng`` is the state of another bit generator
+                (:func:`lcpo.persistence.checkpoint.check_generator_state`); the buffer is left as it was.
         """
         try:
             cfg = state["config"]
@@ -445,11 +446,7 @@ class ReplayBuffer:
                 raise ValueError(f"replay buffer state has {key}={theirs!r}, this buffer has {key}={value!r}")
         if total < 0 or episode < 0:
             raise ValueError(f"malformed replay buffer state: total_added={total}, current_episode={episode}")
-        try:  # checked on a scratch generator first: a refused state leaves the buffer as it was
-            type(self._rng.bit_generator)().state = rng_state
-        except (TypeError, ValueError, KeyError) as exc:
-            raise ValueError(f"replay buffer state's rng is not a {type(self._rng.bit_generator).__name__} "
-                             f"state ({exc})") from None
+        check_generator_state(self._rng, rng_state, "replay buffer state")  # before anything changes
         size = min(total, self.capacity)
         for name, arr in self._data.items():
             if name not in arrays:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lcpo.memory.budget import require_fits
+from lcpo.persistence.checkpoint import check_generator_state
 
 __all__ = ["ReservoirBuffer"]
 
@@ -113,11 +114,7 @@ class ReservoirBuffer:
         if data.shape != (rows, self.obs_dim):
             raise ValueError(f"reservoir state's data has shape {data.shape}, expected ({rows}, {self.obs_dim}) for "
                              f"seen={seen} and capacity {self.capacity}")
-        try:
-            type(self.rng.bit_generator)().state = rng_state
-        except (TypeError, ValueError, KeyError) as exc:
-            raise ValueError(f"reservoir state's rng is not a {type(self.rng.bit_generator).__name__} state "
-                             f"({exc})") from None
+        check_generator_state(self.rng, rng_state, "reservoir state")
         self.seen = seen
         self.data[:rows] = data
         self.rng.bit_generator.state = rng_state

@@ -46,7 +46,7 @@ from lcpo.persistence.atomic import (atomic_write_bytes, atomic_write_json, atom
                                      json_default)
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "save_state", "load_state",
-           "CheckpointError", "CommittedCheckpoint", "RunCheckpoints"]
+           "CheckpointError", "CommittedCheckpoint", "RunCheckpoints", "check_generator_state"]
 
 
 class CheckpointError(ValueError):
@@ -143,6 +143,20 @@ def save_state(path: str | Path, state: dict, generation: int | None = None) -> 
                       default=json_default) + "\n"
     atomic_write_bytes(pt, data)
     atomic_write_text(js, text)
+
+
+def check_generator_state(rng: np.random.Generator, state: Any, what: str) -> None:
+    """Check that ``state`` is a ``bit_generator.state`` that ``rng`` would take, on a scratch generator of the
+    same kind, so a caller can refuse a saved state before it changes anything.
+
+    Raises:
+        ValueError: naming ``what`` and the generator kind, for the state of another bit generator or a
+            malformed one (NumPy's reason in parentheses).
+    """
+    try:
+        type(rng.bit_generator)().state = state
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ValueError(f"{what}'s rng is not a {type(rng.bit_generator).__name__} state ({exc})") from None
 
 
 def _load_tensors(pt: Path, data: bytes) -> dict:
