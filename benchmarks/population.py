@@ -29,10 +29,10 @@ batch-native population on that device (``Population(device=...)``: stacked netw
 tensors there, acting in torch there, the windy Pendulum vector env in its torch backend there), timed beside
 the CPU paths in the same rounds; the clock is then wall time (GPU work is not process CPU time; every step
 waits for its actions, so no work is left in flight when the clock stops), and ``--memory`` also reports the
-device's peak allocated memory. Not measured yet: the development machine has no GPU. ``--device-path`` runs
-the device code path on the CPU instead (what a GPU runs: torch acting, the torch env backend, autograd
-Fisher-vector products; :func:`lcpo.online.device.host_kernels` forced False) to show that it works and what it
-costs there.
+device's peak allocated memory (measured on an H200: docs/benchmarks.md, "Populations on a device").
+``--device-path`` runs the device code path on the CPU instead (what a GPU runs: torch acting, the torch env
+backend, the stacked torch Fisher-vector products; :func:`lcpo.online.device.host_kernels` forced False) to show
+that it works and what it costs there.
 
 Usage::
 
@@ -209,7 +209,7 @@ def main() -> None:
     p.add_argument("--device", default="cpu",
                    help="cpu (default), cuda, cuda:N or another torch device: the device path's device")
     p.add_argument("--device-path", action="store_true",
-                   help="time the device code path on the CPU (torch acting, torch env, autograd Fisher products)")
+                   help="time the device code path on the CPU (torch acting, torch env, stacked torch Fisher products)")
     p.add_argument("--one-seed", type=int, default=0, metavar="ROUNDS",
                    help="also time a population of one against the single run side by side in one process, "
                         "this many alternating rounds of --steps steps (after --warmup)")

@@ -1,5 +1,5 @@
 """Device (issue 26 item 6) on a machine without a GPU: the checks of ``--device``, the CPU default unchanged, and
-the code path a GPU would run (torch acting, autograd Fisher-vector products, the torch env backend, device
+the code path a GPU would run (torch acting, stacked torch Fisher-vector products, the torch env backend, device
 indices) run on the CPU against the host path, including a checkpoint written on one resumed on the other.
 
 The device path is reached on the CPU by patching :func:`lcpo.online.device.host_kernels` (True only for the CPU)
@@ -123,9 +123,10 @@ def test_the_device_code_path_run_on_the_cpu_matches_the_host_path(monkeypatch, 
     """What a GPU runs, on the CPU, against today's host kernels: the same decisions (episodes, constrained and
     accepted steps), parameters within 5e-5 of their scale after 2-6 updates, returns within 1e-6 relative.
 
-    The two paths differ in float rounding only (torch's sin/cos against numba's in the env, autograd Fisher-vector
-    products against the NumPy ones, log-probabilities as ``z - logsumexp(z)``); TRPO's full natural-gradient
-    step, scaled by ``sqrt(2 delta / s'Hs)``, carries them furthest (2.5e-5 of the scale measured, 2026-12-02)."""
+    The two paths differ in float rounding only (torch's sin/cos against numba's in the env, the stacked torch
+    Fisher-vector products against the NumPy ones, log-probabilities as ``z - logsumexp(z)``); TRPO's full
+    natural-gradient step, scaled by ``sqrt(2 delta / s'Hs)``, carries them furthest (2.5e-5 of the scale
+    measured, 2026-12-02)."""
     kw = dict(seeds=[0, 1, 2], trace="wind-1", trace_length=2000, **SETTINGS[agent])
     steps = 1200 if agent == "lcpo" else 800  # LCPO: its reservoir fills, then anchored updates
     host = Population(agent, **kw).learn(steps)
@@ -144,7 +145,7 @@ def test_the_device_code_path_run_on_the_cpu_matches_the_host_path(monkeypatch, 
     if agent in ("lcpo", "trpo"):
         assert (host.agents.seed_accepted_steps == dev.agents.seed_accepted_steps).all()
     if agent == "lcpo":
-        assert (host.agents.seed_constrained_updates > 0).all()  # the anchored step (autograd Fisher) ran
+        assert (host.agents.seed_constrained_updates > 0).all()  # the anchored step (stacked torch Fisher) ran
         assert (host.agents.seed_constrained_updates == dev.agents.seed_constrained_updates).all()
 
 

@@ -510,13 +510,14 @@ class BatchOnPolicyAgent(Agent):
                 product on its own module). When its products carry a NumPy form (``fvp.numpy``: plain MLPs),
                 each seed's conjugate gradient runs in NumPy and its product is built when its solve starts (one
                 seed's activations held at a time); otherwise all products are built and the torch solve is used.
+                Off the CPU (a GPU: :func:`lcpo.online.device.host_kernels` False) a plain-MLP stack whose seeds'
+                states share one shape uses :func:`lcpo.optim.fisher.stacked_mlp_fvp` instead (all seeds in one
+                product, one conjugate gradient for all); ``make_fvp`` is not called then.
             damping: Fisher damping.
 
         Returns:
             One :class:`~lcpo.optim.constrained.StepResult` per slot of ``seeds``.
         """
-        from lcpo.optim.constrained import kl_constrained_step_batch
-
         params = self.actors.params
         m = len(seeds)
         rows = torch.tensor(seeds, dtype=torch.int64, device=self.device)
@@ -527,6 +528,17 @@ class BatchOnPolicyAgent(Agent):
                           for p in params], dim=1)
         for p in params:
             p.grad = None
+        from lcpo.online.device import host_kernels
+
+        if (not host_kernels(self.device) and self.actors.batched and self.actors.kind == "policy"
+                and len({tuple(s.shape) for s in fvp_states}) == 1):
+            # off the CPU (a GPU): one stacked product for all the seeds, a few dozen kernels per call whatever m
+            # (one autograd product per seed would launch m times as many), and one conjugate gradient for all
+            from lcpo.optim.fisher import stacked_mlp_fvp
+
+            return self._constrained_solve(
+                stacked_mlp_fvp(self.actors, rows, torch.stack(list(fvp_states)), damping), None, rows, grad,
+                surrogate, kl_fns, kl_limits, scale_kl, cg_iters, max_backtracks, accept_ratio, loss)
         built = {0: make_fvp(self.actors.members[seeds[0]], fvp_states[0], damping)}
 
         def product(i: int):
@@ -544,6 +556,18 @@ class BatchOnPolicyAgent(Agent):
 
             def fvp(V: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
                 return torch.stack([fvps[i](V[j]) for j, i in enumerate(r.tolist())])
+
+        return self._constrained_solve(fvp, row_matvecs, rows, grad, surrogate, kl_fns, kl_limits, scale_kl,
+                                       cg_iters, max_backtracks, accept_ratio, loss)
+
+    def _constrained_solve(self, fvp, row_matvecs, rows, grad, surrogate, kl_fns, kl_limits, scale_kl, cg_iters,
+                           max_backtracks, accept_ratio, loss):
+        """:func:`~lcpo.optim.constrained.kl_constrained_step_batch` on the actor rows ``rows`` ``(m,)`` int64,
+        their gradient ``grad`` ``(m, n)`` and products (``fvp`` or ``row_matvecs``)."""
+        from lcpo.optim.constrained import kl_constrained_step_batch
+
+        params = self.actors.params
+        m = rows.shape[0]
 
         def get_flat() -> torch.Tensor:
             return torch.cat([p.detach()[rows].reshape(m, -1) for p in params], dim=1)

@@ -143,7 +143,10 @@ def kl_constrained_step_batch(get_flat: Callable[[], torch.Tensor], set_flat: Ca
         set_flat: ``(N, n) -> None`` writes all rows' flat parameters.
         grad: ``(N, n)`` gradients of the surrogate losses (to minimise).
         fvp: ``(V (m, n), rows (m,) int64) -> (m, n)`` damped Fisher-vector products of the rows ``rows`` (not
-            called, and may be None, when ``row_matvecs`` is given).
+            called, and may be None, when ``row_matvecs`` is given). Rows are solved one after another (each
+            row's conjugate gradient to its end), unless ``fvp.batched`` is True (one call costs about the same
+            for any number of rows, :func:`lcpo.optim.fisher.stacked_mlp_fvp`): then all rows in one
+            :func:`~lcpo.optim.cg.conjugate_gradient_batch`, with the same per-row scalars.
         loss_fn: ``() -> (N,)`` the surrogates at the current parameters (called under ``no_grad``).
         kl_fns: each ``() -> (N,)`` mean KLs, called right after ``loss_fn`` at the same parameters.
         kl_limits: the limit of each KL.
@@ -200,6 +203,12 @@ def kl_constrained_step_batch(get_flat: Callable[[], torch.Tensor], set_flat: Ca
                 shs.append(float(np.dot(xk, matvec(xk))) if okk else math.nan)
                 del matvec
             x_rows, ok = torch.from_numpy(np.stack(xs)).to(grad.dtype), oks
+        elif getattr(fvp, "batched", False):
+            # products that take all rows in one call (lcpo.optim.fisher.stacked_mlp_fvp, a GPU): one solve for
+            # all rows, each with its own scalars and early exit
+            x_rows, okt = conjugate_gradient_batch(lambda V, r: fvp(V, rows[r]), -grad[rows], iters=cg_iters)
+            ok = okt.tolist()
+            shs = (x_rows * fvp(x_rows, rows)).sum(-1).tolist()
         else:
             xs, oks = [], []
             for j in range(rows.numel()):
