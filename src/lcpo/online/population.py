@@ -776,7 +776,8 @@ def execute_population(configs: Sequence, out_dirs: Sequence[str | Path], *, res
         on_progress: optional ``(steps_done_per_seed, mean recent return over seeds)`` callback.
         on_message: optional callback receiving one-line notes (as ``execute``'s).
         batch: False: run the seeds one at a time with ``execute`` (exactly today's runs).
-        device: ``"cpu"`` or a torch device for a batch-native agent's networks (``"cuda"``: unmeasured).
+        device: ``"cpu"`` or a torch device for a batch-native agent's networks (``"cuda"``: measured on an H200,
+            docs/benchmarks.md "Populations on a device").
         population_dir: folder of the population's checkpoint (default :func:`population_folder`).
         should_stop: a stop request (a sweep's SIGINT/SIGTERM), asked every
             :data:`lcpo.online.run.STOP_POLL_STEPS` population steps; once True the population checkpoints where it
