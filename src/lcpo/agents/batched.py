@@ -528,7 +528,7 @@ class BatchOnPolicyAgent(Agent):
                           for p in params], dim=1)
         for p in params:
             p.grad = None
-        from lcpo.online.device import host_kernels
+        from lcpo.online.device import host_kernels  # looked up per call (tests force the device path)
 
         if (not host_kernels(self.device) and self.actors.batched and self.actors.kind == "policy"
                 and len({tuple(s.shape) for s in fvp_states}) == 1):
