@@ -494,7 +494,7 @@ class BatchOnPolicyAgent(Agent):
         self.actor_opt.step(self._mask_of(b["idx"]))
 
     def _constrained_actor_step(self, seeds: list[int], loss: torch.Tensor, surrogate, kl_fns, kl_limits,
-                                scale_kl: float, fvp_states: Sequence[torch.Tensor], make_fvp, damping: float,
+                                scale_kl: float, fvp_states: Sequence[torch.Tensor] | torch.Tensor, make_fvp, damping: float,
                                 cg_iters: int, max_backtracks: int, accept_ratio: float) -> list:
         """The KL-constrained step (paper Algorithm 1; TRPO appendix C) of the actors of the seed slots ``seeds``,
         taken together by :func:`lcpo.optim.constrained.kl_constrained_step_batch`.
@@ -505,7 +505,8 @@ class BatchOnPolicyAgent(Agent):
             surrogate: ``() -> (m,)`` the surrogates at the current parameters.
             kl_fns: each ``() -> (m,)`` mean KLs, called right after ``surrogate``.
             kl_limits, scale_kl, cg_iters, max_backtracks, accept_ratio: as the single step's.
-            fvp_states: per slot, the ``(B, obs_dim)`` states of its Fisher (anchors for LCPO, the batch for TRPO).
+            fvp_states: per slot, the ``(B, obs_dim)`` states of its Fisher (anchors for LCPO, the batch for TRPO):
+                a sequence of m such tensors, or one ``(m, B, obs_dim)`` tensor (no copy on the stacked path).
             make_fvp: ``(module, states, damping) -> fvp`` (:func:`lcpo.optim.fisher.make_fvp`; each seed's own
                 product on its own module). When its products carry a NumPy form (``fvp.numpy``: plain MLPs),
                 each seed's conjugate gradient runs in NumPy and its product is built when its solve starts (one
@@ -531,13 +532,14 @@ class BatchOnPolicyAgent(Agent):
         from lcpo.online.device import host_kernels  # looked up per call (tests force the device path)
 
         if (not host_kernels(self.device) and self.actors.batched and self.actors.kind == "policy"
-                and len({tuple(s.shape) for s in fvp_states}) == 1):
+                and (isinstance(fvp_states, torch.Tensor) or len({tuple(s.shape) for s in fvp_states}) == 1)):
             # off the CPU (a GPU): one stacked product for all the seeds, a few dozen kernels per call whatever m
             # (one autograd product per seed would launch m times as many), and one conjugate gradient for all
             from lcpo.optim.fisher import stacked_mlp_fvp
 
+            states = fvp_states if isinstance(fvp_states, torch.Tensor) else torch.stack(list(fvp_states))
             return self._constrained_solve(
-                stacked_mlp_fvp(self.actors, rows, torch.stack(list(fvp_states)), damping), None, rows, grad,
+                stacked_mlp_fvp(self.actors, rows, states, damping), None, rows, grad,
                 surrogate, kl_fns, kl_limits, scale_kl, cg_iters, max_backtracks, accept_ratio, loss)
         built = {0: make_fvp(self.actors.members[seeds[0]], fvp_states[0], damping)}
 

@@ -344,7 +344,7 @@ class LCPO(BatchOnPolicyAgent):
         loss = surrogate_of(self.actors.log_probs(obs, sel))
         loss_old = loss.detach().tolist()
         results = self._constrained_actor_step(seeds, loss, surrogate, (kl_recent, kl_anchor),
-                                               (hp.c_recent, hp.c_anchor), hp.c_anchor, list(anchor_obs), make_fvp,
+                                               (hp.c_recent, hp.c_anchor), hp.c_anchor, anchor_obs, make_fvp,
                                                hp.damping, hp.cg_iters, hp.max_backtracks, hp.accept_ratio)
         for j, k, res, lv in zip(js, seeds, results, loss_old):
             self.seed_constrained_updates[k] += 1

@@ -153,7 +153,7 @@ class TRPO(BatchOnPolicyAgent):
         loss = surrogate_of(logp_all)
         seeds = [int(k) for k in idx]
         results = self._constrained_actor_step(seeds, loss, surrogate, (kl_batch,), (hp.max_kl,), hp.max_kl,
-                                               list(obs), make_fvp, hp.damping, hp.cg_iters, hp.max_backtracks,
+                                               obs, make_fvp, hp.damping, hp.cg_iters, hp.max_backtracks,
                                                hp.accept_ratio)
         with torch.no_grad():
             # the line search's last forward pass is at the final parameters unless a seed that never accepted was
