@@ -8,16 +8,15 @@ same decisions (episode boundaries, constrained and accepted steps), returns and
 rounding of a different device (cuBLAS's and the GPU's reduction orders, its sin/cos).
 """
 
-import csv
 import json
 
 import numpy as np
 import pytest
 import torch
 
+from device_checks import check_cut_resumes_on_the_host, episode_returns
 from lcpo.cli.main import main
-from lcpo.online.population import Population, execute_population
-from lcpo.online.run import RunConfig
+from lcpo.online.population import Population
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -62,26 +61,10 @@ def test_a_population_on_the_gpu_matches_the_host_path(agent):
         assert (host.agents.seed_constrained_updates == dev.agents.seed_constrained_updates).all()
 
 
-def _returns(folder):
-    with open(folder / "episodes.csv") as fh:
-        return np.array([float(r["return"]) for r in csv.DictReader(fh)])
-
-
 def test_a_gpu_checkpoint_holds_cpu_tensors_and_resumes_on_the_cpu(tmp_path):
     """A population stopped at step 400 on the GPU writes CPU tensors only; resumed on the CPU it ends where the
     CPU alone ends, within the device's rounding."""
-    cfgs = [RunConfig(agent="lcpo", trace="wind-1", trace_length=2000, steps=800, seed=s, checkpoint_every=200,
-                      diagnostics_every=200, overrides={"hidden": [16], "reservoir_size": 600}) for s in (0, 1)]
-    ref = execute_population(cfgs, [tmp_path / f"ref{s}" for s in (0, 1)])
-    outs = [tmp_path / f"cut{s}" for s in (0, 1)]
-    execute_population(cfgs, outs, stop_at=400, device="cuda")
-    state = torch.load(next((outs[0] / "checkpoint").glob("step-*/state.pt")), weights_only=True)
-    assert state and all(t.device.type == "cpu" for t in state.values())
-    resumed = execute_population(cfgs, outs)
-    for s, (r, q) in enumerate(zip(resumed, ref)):
-        assert r["resumed_from"] == [400]
-        np.testing.assert_allclose(_returns(outs[s]), _returns(tmp_path / f"ref{s}"), rtol=1e-5)
-        assert r["lifelong_return"] == pytest.approx(q["lifelong_return"], rel=1e-5)
+    check_cut_resumes_on_the_host(tmp_path, 1e-5, device="cuda")
 
 
 def test_lcpo_run_on_cuda_writes_each_seed_folder_and_names_the_device(tmp_path):
@@ -93,4 +76,4 @@ def test_lcpo_run_on_cuda_writes_each_seed_folder_and_names_the_device(tmp_path)
     for s in range(4):
         summary = json.loads((out / f"lcpo-s{s}" / "summary.json").read_text())
         assert summary["population"]["device"].startswith("cuda") and summary["population"]["size"] == 4
-        assert np.isfinite(summary["lifelong_return"]) and len(_returns(out / f"lcpo-s{s}")) >= 7
+        assert np.isfinite(summary["lifelong_return"]) and len(episode_returns(out / f"lcpo-s{s}")) >= 7

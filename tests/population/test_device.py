@@ -8,7 +8,7 @@ tensor left on the wrong device (on the CPU every tensor is on the right one): t
 (``benchmarks/population.py --device cuda``).
 """
 
-import csv
+import contextlib
 import json
 
 import numpy as np
@@ -16,10 +16,10 @@ import pytest
 import torch
 
 import lcpo.online.device as device_mod
+from device_checks import check_cut_resumes_on_the_host
 from lcpo.cli.main import main
 from lcpo.online.device import resolve_device
-from lcpo.online.population import Population, execute_population
-from lcpo.online.run import RunConfig
+from lcpo.online.population import Population
 
 
 def _device_path(monkeypatch) -> None:
@@ -149,25 +149,14 @@ def test_the_device_code_path_run_on_the_cpu_matches_the_host_path(monkeypatch, 
         assert (host.agents.seed_constrained_updates == dev.agents.seed_constrained_updates).all()
 
 
-def _returns(folder):
-    with open(folder / "episodes.csv") as fh:
-        return np.array([float(r["return"]) for r in csv.DictReader(fh)])
-
-
 def test_a_checkpoint_of_the_device_path_resumes_on_the_host_path(tmp_path, monkeypatch):
     """A population stopped at step 400 on the device path (its checkpoints hold CPU tensors) resumes on the
     host path and ends where the host path alone ends (within the device path's tolerance)."""
-    cfgs = [RunConfig(agent="lcpo", trace="wind-1", trace_length=2000, steps=800, seed=s, checkpoint_every=200,
-                      diagnostics_every=200, overrides={"hidden": [16], "reservoir_size": 600}) for s in (0, 1)]
-    ref = execute_population(cfgs, [tmp_path / f"ref{s}" for s in (0, 1)])
-    outs = [tmp_path / f"cut{s}" for s in (0, 1)]
-    with monkeypatch.context() as m:
-        _device_path(m)
-        execute_population(cfgs, outs, stop_at=400)
-        state = torch.load(next((outs[0] / "checkpoint").glob("step-*/state.pt")), weights_only=True)
-        assert state and all(t.device.type == "cpu" for t in state.values())
-    resumed = execute_population(cfgs, outs)
-    for s, (r, q) in enumerate(zip(resumed, ref)):
-        assert r["resumed_from"] == [400]
-        np.testing.assert_allclose(_returns(outs[s]), _returns(tmp_path / f"ref{s}"), rtol=1e-6)
-        assert r["lifelong_return"] == pytest.approx(q["lifelong_return"], rel=1e-6)
+
+    @contextlib.contextmanager
+    def device_path():
+        with monkeypatch.context() as m:
+            _device_path(m)
+            yield
+
+    check_cut_resumes_on_the_host(tmp_path, 1e-6, cut_context=device_path)
