@@ -79,6 +79,43 @@ def test_many_seeds_read_gamma_from_step_infos_per_seed():
     np.testing.assert_array_equal(pop.rollouts.gammas[:, :2], [[pop.hp.gamma, pop.hp.gamma], [0.25, pop.hp.gamma]])
 
 
+@pytest.mark.parametrize("case", ["every sub-env", "masked", "override", "object dtype", "dicts"])
+def test_discounts_and_masks_read_as_arrays_equal_the_one_by_one_reading(case):
+    """Where every sub-env reports ``gamma`` and ``forced`` (the straggler env on every step) both are read as
+    whole arrays; the values equal reading the N dicts one by one, and the cases the arrays cannot serve (a
+    sub-env without the key, a SAME_STEP final-info override, values of mixed types, plain dicts) fall back."""
+    from lcpo.agents.batched import _discounts_and_masks
+
+    g, f = np.array([0.5, 0.9, 0.25]), np.array([False, True, False])
+    batched = {"gamma": g, "_gamma": np.ones(3, bool), "forced": f, "_forced": np.ones(3, bool)}
+    if case == "every sub-env":
+        infos = StepInfos(batched, 3)
+    elif case == "masked":  # sub-env 2 reports neither key
+        infos = StepInfos(batched | {"_gamma": np.array([True, True, False]),
+                                     "_forced": np.array([True, True, False])}, 3)
+    elif case == "override":
+        infos = StepInfos(batched, 3, overrides={0: {"gamma": 0.125, "forced": True}})
+    elif case == "object dtype":
+        infos = StepInfos(batched | {"forced": np.array([False, True, None], dtype=object)}, 3)
+    else:
+        infos = [{"gamma": 0.5, "forced": False}, {"gamma": 0.9, "forced": True}, {}]
+    gammas, masks = _discounts_and_masks(infos, 3, 0.99)
+    want_g = np.full(3, 0.99)
+    want_m = np.ones(3, bool)
+    for k in range(3):
+        info = infos[k]
+        if info:
+            want_g[k] = info.get("gamma", 0.99)
+            want_m[k] = not info.get("forced", False)
+    assert gammas.dtype == np.float64 and masks.dtype == np.bool_
+    np.testing.assert_array_equal(gammas, want_g)
+    np.testing.assert_array_equal(masks, want_m)
+    if case == "every sub-env":
+        np.testing.assert_array_equal(masks, [True, False, True])
+    if case == "override":
+        assert gammas[0] == 0.125 and not masks[0]
+
+
 @pytest.mark.parametrize("n", [1, 2])
 def test_observe_batch_refuses_a_non_finite_reward_naming_it(n):
     pop = A2C.population(_env(), list(range(n)), **KW)

@@ -51,6 +51,33 @@ class _LazyRows(Sequence):
         return self._build(i)
 
 
+def _discounts_and_masks(infos, n: int, gamma: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per seed, the step's discount (``info["gamma"]``, else ``gamma``) and whether its action counts in the
+    policy loss (not ``info["forced"]``), as ``(n,)`` float64 and ``(n,)`` bool arrays.
+
+    Read as whole arrays where every sub-env's info has the key (a VectorStream's ``StepInfos.batched``: the
+    straggler environment reports both on every step), else from the N dicts one by one; the values are the same
+    either way.
+    """
+    batched = getattr(infos, "batched", None)
+    if batched is not None and infos.has("gamma") and infos.has("forced"):
+        try:
+            gammas = np.asarray(batched("gamma"), dtype=np.float64).reshape(n)
+            forced = np.asarray(batched("forced"))
+        except KeyError:  # some sub-env lacks a key: one by one below
+            pass
+        else:
+            if forced.dtype == np.bool_ and forced.shape == (n,):
+                return gammas, ~forced
+    gammas = np.full(n, gamma, dtype=np.float64)
+    masks = np.ones(n, dtype=bool)
+    for k, info in enumerate(infos):
+        if info:
+            gammas[k] = info.get("gamma", gamma)
+            masks[k] = not info.get("forced", False)
+    return gammas, masks
+
+
 class BatchOnPolicyAgent(Agent):
     """N independent on-policy learners with a leading seed axis (see module docstring).
 
@@ -315,12 +342,7 @@ class BatchOnPolicyAgent(Agent):
                              + self._which(k))
         gamma = self.hp.gamma
         if per_seed_info:
-            gammas = np.full(n, gamma, dtype=np.float64)
-            masks = np.ones(n, dtype=bool)
-            for k, info in enumerate(infos):
-                if info:
-                    gammas[k] = info.get("gamma", gamma)
-                    masks[k] = not info.get("forced", False)
+            gammas, masks = _discounts_and_masks(infos, n, gamma)
         else:  # every seed the default discount and no forced action: constant arrays (add_batch copies them)
             gammas, masks = self._default_gammas, self._default_masks
         actions = np.asarray(actions).reshape(n, self.action_dims)

@@ -421,8 +421,11 @@ class StackedActing:
     """Allocation-light NumPy acting of a policy stack: one batched product per layer for all N seeds.
 
     For plain MLPs the weights are copied (transposed) into ``(N, in, out)`` float32 arrays by :meth:`sync`
-    and ``logits(obs (N, obs_dim)) -> (N, D, K)`` runs ``np.matmul`` per layer; other policies act through each
-    seed's own fast path (:func:`lcpo.agents.nets.make_fast_policy` of its member module), in a loop.
+    and ``logits(obs (N, obs_dim)) -> (N, D, K)`` runs ``np.matmul`` per layer; a body that offers a population
+    mirror (``body.fast_policy_stack(members)``, e.g. the straggler network's
+    :class:`lcpo.envs.straggler.nets.NumpyPermInvariantStack`) acts through it, all N seeds in one call; other
+    policies act through each seed's own fast path (:func:`lcpo.agents.nets.make_fast_policy` of its member
+    module), in a loop.
 
     On a device other than the CPU (:func:`lcpo.online.device.host_kernels` False) a plain MLP acts on the
     device instead, through the stack's own forward pass: per call, one host-to-device copy of the observations
@@ -446,6 +449,7 @@ class StackedActing:
         plain = (fast is None and stack.batched and is_plain_mlp(t)
                  and not callable(getattr(t.body, "fast_policy", None)))
         self.on_device = plain and not host_kernels(stack.device)  # act in torch on the stack's device
+        self.group = None  # a population mirror that acts for all N seeds at once (a body's fast_policy_stack)
         self.plain = plain and not self.on_device
         if self.on_device:
             return
@@ -456,12 +460,19 @@ class StackedActing:
                             for w, _ in stack.layers]
             self.biases = [np.zeros((stack.n, 1, stack.params[b].shape[1]), np.float32) for _, b in stack.layers]
         elif fast is None:
-            self.fast = [make_fast_policy(m) for m in stack.members]
+            group = getattr(t.body, "fast_policy_stack", None)  # a body's own population mirror, if it has one
+            if callable(group):
+                self.group = group(stack.members)
+            else:
+                self.fast = [make_fast_policy(m) for m in stack.members]
         self.sync()
 
     def sync(self) -> None:
         """Copy the current weights of every seed (call after every update; nothing to do on a device)."""
         if self.on_device:
+            return
+        if self.group is not None:
+            self.group.sync()
             return
         if not self.plain:
             for f in self.fast:
@@ -477,6 +488,8 @@ class StackedActing:
         n = obs.shape[0]
         if self.on_device:
             return self._device_logits(np.asarray(obs, dtype=np.float32)).cpu().numpy()
+        if self.group is not None:
+            return self.group.logits(obs)
         if not self.plain:
             return np.stack([f.logits(obs[k]).reshape(self.dims, self.bins) for k, f in enumerate(self.fast)])
         x = np.asarray(obs, dtype=np.float32).reshape(n, 1, -1)
@@ -499,6 +512,8 @@ class StackedActing:
             with torch.no_grad():
                 lg = self.stack.forward(x[:, None, :d])[:, 0]
                 return (lg + x[:, d:].view(lg.shape)).argmax(dim=2).cpu().numpy()
+        if self.group is not None:
+            return self.group.sample(obs, gumbel)
         if not self.plain:
             return np.stack([f.sample(obs[k], gumbel[k]) for k, f in enumerate(self.fast)])
         lg = self.logits(obs)

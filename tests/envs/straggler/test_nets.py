@@ -8,6 +8,7 @@ from lcpo.agents import A2C, LCPO
 from lcpo.envs.straggler import StragglerMitigationEnv
 from lcpo.envs.straggler.nets import (
     NumpyPermInvariantPolicy,
+    NumpyPermInvariantStack,
     PermInvariantNet,
     perm_invariant_body,
 )
@@ -176,3 +177,76 @@ def test_numpy_mirror_matches_torch_for_any_layer_count(phi_hidden, rho_hidden, 
         noise = np.zeros(dims * 9, np.float32)
         noise[8::9] = 1e3
         np.testing.assert_array_equal(fast.sample(x[i], noise), np.full(dims, 8))
+
+
+@pytest.mark.parametrize("phi_hidden, rho_hidden, dims", [((), (), 1), ((8,), (8, 4), 2), ((32, 16), (32, 16), 1)])
+def test_population_mirror_rows_do_not_depend_on_the_population(phi_hidden, rho_hidden, dims):
+    """Seed k's logits in a stack of N are its logits in a stack of one, bit for bit (so a seed acts the same in
+    any population), agree with the single mirror and with torch to float32 rounding, and follow sync."""
+    torch.manual_seed(4)
+    n_seeds, n = 5, 10
+    policies = [CategoricalPolicy(2 * n + 12, dims, 9, body=PermInvariantNet(n, dims * 9, phi_hidden, rho_hidden))
+                for _ in range(n_seeds)]
+    stack = NumpyPermInvariantStack(policies)
+    ones = [NumpyPermInvariantStack([p]) for p in policies]
+    singles = [NumpyPermInvariantPolicy(p) for p in policies]
+    for t in range(20):
+        x = _obs(batch=n_seeds, n=n, seed=10 + t)
+        got = stack.logits(x)
+        assert got.shape == (n_seeds, dims, 9) and got.dtype == np.float32
+        with torch.no_grad():
+            ref = np.stack([p(torch.from_numpy(x[k:k + 1])).numpy().reshape(dims, 9) for k, p in enumerate(policies)])
+        for k in range(n_seeds):
+            np.testing.assert_array_equal(got[k].view(np.uint32), ones[k].logits(x[k:k + 1])[0].view(np.uint32))
+            np.testing.assert_allclose(got[k], singles[k].logits(x[k]), rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(got[k], ref[k], rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(stack.greedy(x), ref.argmax(axis=2))
+        # Gumbel-max: noise that favours bin 3 of every dimension of seed 0 only picks it there
+        noise = np.zeros((n_seeds, dims * 9), np.float32)
+        noise[0].reshape(dims, 9)[:, 3] = 1e4
+        drawn = stack.sample(x, noise)
+        assert drawn.shape == (n_seeds, dims) and (drawn[0] == 3).all()
+        np.testing.assert_array_equal(drawn[1:], ref[1:].argmax(axis=2))
+    with torch.no_grad():
+        for p in policies[2].parameters():
+            p.add_(0.05)
+    stack.sync()
+    x = _obs(batch=n_seeds, n=n, seed=99)
+    with torch.no_grad():
+        ref2 = policies[2](torch.from_numpy(x[2:3])).numpy().reshape(dims, 9)
+    np.testing.assert_allclose(stack.logits(x)[2], ref2, rtol=1e-5, atol=1e-6)
+    # a permutation of one seed's servers changes nothing, bit for bit
+    perm = np.random.default_rng(5).permutation(n)
+    y = x.copy()
+    y[1:2] = _permute(x[1:2], perm)
+    np.testing.assert_array_equal(stack.logits(y), stack.logits(x))
+
+
+def test_population_mirror_refuses_bad_input():
+    torch.manual_seed(0)
+    a = CategoricalPolicy(32, 1, 9, body=PermInvariantNet(10, 9))
+    with pytest.raises(ValueError, match="at least one"):
+        NumpyPermInvariantStack([])
+    with pytest.raises(TypeError, match="PermInvariantNet"):
+        NumpyPermInvariantStack([a, CategoricalPolicy(32, 1, 9)])
+    with pytest.raises(ValueError, match="policy 1's network"):
+        NumpyPermInvariantStack([a, CategoricalPolicy(32, 1, 9, body=PermInvariantNet(10, 9, (8,)))])
+    stack = NumpyPermInvariantStack([a, a])
+    with pytest.raises(ValueError, match=r"\(2, 32\), got \(3, 32\)"):
+        stack.logits(np.zeros((3, 32), np.float32))
+
+
+def test_straggler_populations_act_through_the_population_mirror():
+    """A2C and LCPO populations on the straggler env act through one NumpyPermInvariantStack (not a loop of
+    single mirrors), and a seed's actions in a population of 3 equal its actions alone."""
+    from lcpo.online.population import Population
+
+    for agent in ("a2c", "lcpo"):
+        kw = {"rollout_steps": 300} if agent == "a2c" else {"rollout_steps": 300, "reservoir_size": 2000}
+        with Population(agent, "lcpo/StragglerMitigation-v0", seeds=[0, 1, 2], trace="synthetic-ramp",
+                        **kw) as pop, Population(agent, "lcpo/StragglerMitigation-v0", seeds=[1],
+                                                 trace="synthetic-ramp", **kw) as one:
+            assert isinstance(pop.agents._acting.group, NumpyPermInvariantStack)
+            pop.learn(700)
+            one.learn(700)
+            assert pop.episodes[1] == one.episodes[0]

@@ -39,7 +39,8 @@ from torch import nn
 
 from lcpo.agents.nets import mlp
 
-__all__ = ["N_OTHER_FEATURES", "NumpyPermInvariantPolicy", "PermInvariantNet", "perm_invariant_body"]
+__all__ = ["N_OTHER_FEATURES", "NumpyPermInvariantPolicy", "NumpyPermInvariantStack", "PermInvariantNet",
+           "perm_invariant_body"]
 
 #: Observation entries after the ``2 N`` per-server entries (spec: 12).
 N_OTHER_FEATURES = 12
@@ -92,6 +93,12 @@ class PermInvariantNet(nn.Module):
         a ``make_fast_policy`` that asks the body for one."""
         return NumpyPermInvariantPolicy(policy)
 
+    def fast_policy_stack(self, policies: Sequence) -> NumpyPermInvariantStack:
+        """The NumPy acting mirror of a population's ``policies`` (one per seed, each a ``CategoricalPolicy``
+        whose body is a ``PermInvariantNet`` of this one's sizes), for :class:`lcpo.agents.stacked.StackedActing`,
+        which asks the body for one."""
+        return NumpyPermInvariantStack(policies)
+
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """``(B, 32)`` straggler observations -> ``(B, out_dim)``; raises ``ValueError`` on another shape."""
         if obs.dim() != 2 or obs.shape[1] != self.obs_dim:
@@ -99,6 +106,109 @@ class PermInvariantNet(nn.Module):
                              f"(B, {self.obs_dim}), got {tuple(obs.shape)}")
         pooled = self.phi(self.server_features(obs)).mean(dim=1)  # (B, 1)
         return self.rho(torch.cat((pooled, obs[:, 2 * self.n_servers:]), dim=1))
+
+
+class NumpyPermInvariantStack:
+    """The acting mirror of :class:`NumpyPermInvariantPolicy` for a population: ``N`` policies (one per seed) with
+    :class:`PermInvariantNet` bodies of the same sizes, all ``N`` observations of a step in one pass.
+
+    Each layer is one ``np.matmul`` over the seed axis (``(N, servers, in + 1) @ (N, in + 1, out)`` for ``phi``,
+    ``(N, 1, in + 1) @ (N, in + 1, out)`` for ``rho``) where the single mirror makes one call per seed; the
+    servers are sorted per seed by the same stable ``lexsort``. Row ``k``'s logits do not depend on ``N`` or on the
+    other rows (every product and sum is per seed-slice), so seed ``k`` acts the same alone (a stack of one, as a
+    batch-native agent's single run acts) as in any population, bit for bit. Against
+    :class:`NumpyPermInvariantPolicy` (one call per seed) the logits agree to float32 rounding; on the development
+    machine they are bit-identical (2,000 random batches with tied queues), which depends on the BLAS kernels.
+
+    Args:
+        policies: ``N >= 1`` ``lcpo.agents.nets.CategoricalPolicy`` objects whose bodies are
+            :class:`PermInvariantNet` with equal sizes.
+
+    Raises:
+        ValueError: no policies, or bodies of different sizes (naming both).
+        TypeError: a body that is not a :class:`PermInvariantNet`.
+
+    Shapes: ``logits(obs (N, 2S + 12) float32) -> (N, D, K)`` float32, ``sample(obs, gumbel (N, D * K)) -> (N, D)``
+    int64, ``greedy(obs) -> (N, D)`` int64 (``S`` servers, ``D`` action dimensions of ``K`` bins). Call
+    :meth:`sync` after every parameter change.
+    """
+
+    def __init__(self, policies: Sequence):
+        policies = list(policies)
+        if not policies:
+            raise ValueError("NumpyPermInvariantStack needs at least one policy")
+        self.singles = [NumpyPermInvariantPolicy(p) for p in policies]  # raise TypeError for another body
+        first = self.singles[0]
+        shapes = [w.shape for w in first._phi_w + first._rho_w]
+        for k, single in enumerate(self.singles[1:], 1):
+            other = [w.shape for w in single._phi_w + single._rho_w]
+            if single.n != first.n or other != shapes or (single.dims, single.bins) != (first.dims, first.bins):
+                raise ValueError(f"NumpyPermInvariantStack: policy {k}'s network ({single.n} servers, layers "
+                                 f"{other}) differs from policy 0's ({first.n} servers, layers {shapes})")
+        m, n = len(policies), first.n
+        self.n_seeds, self.n = m, n
+        self.dims, self.bins = first.dims, first.bins
+        self._phi_w = [np.zeros((m, *w.shape), np.float32) for w in first._phi_w]
+        self._phi_h = [np.ones((m, n, w.shape[1] + 1), np.float32) for w in first._phi_w]
+        self._phi_last = np.zeros((m, first._phi_last.shape[0], 1), np.float32)
+        self._pooled = np.ones((m, 1, first._pooled.shape[0]), np.float32)
+        self._rho_w = [np.zeros((m, *w.shape), np.float32) for w in first._rho_w]
+        self._rho_h = [np.ones((m, 1, w.shape[1] + 1), np.float32) for w in first._rho_w]
+        self._pairs = np.ones((m, n, 3), np.float32)
+        self._x = np.ones((m, 1, first._x.shape[0]), np.float32)
+        self._rows = np.arange(m)[:, None]
+        self.sync()
+
+    def sync(self) -> None:
+        """Copy every seed's torch weights into the stacked NumPy arrays (in place)."""
+        for k, single in enumerate(self.singles):
+            single.sync()
+            for w, own in zip(self._phi_w + self._rho_w, single._phi_w + single._rho_w):
+                w[k] = own
+            self._phi_last[k, :, 0] = single._phi_last
+
+    def _forward(self, obs: np.ndarray) -> np.ndarray:
+        """``(N, D * K)`` float32 logits of ``obs (N, 2S + 12)`` in an internal buffer (overwritten by the next
+        call)."""
+        n, m = self.n, self.n_seeds
+        obs = np.asarray(obs, np.float32)
+        if obs.shape != (m, 2 * n + N_OTHER_FEATURES):
+            raise ValueError(f"NumpyPermInvariantStack of {m} policies expects observations of shape "
+                             f"({m}, {2 * n + N_OTHER_FEATURES}), got {obs.shape}")
+        pairs = self._pairs
+        np.log1p(obs[:, :n], out=pairs[:, :, 0])
+        np.log1p(obs[:, n:2 * n], out=pairs[:, :, 1])
+        h = pairs[self._rows, np.lexsort((pairs[:, :, 1], pairs[:, :, 0]), axis=-1)]  # per seed, sorted servers
+        for w, out in zip(self._phi_w, self._phi_h):
+            v = out[:, :, :-1]
+            np.matmul(h, w, out=v)
+            np.maximum(v, 0.0, out=v)
+            h = out
+        np.add.reduce(h[:, :, :-1], axis=1, out=self._pooled[:, 0, :-1])
+        x = self._x
+        x[:, 0, 0] = np.matmul(self._pooled, self._phi_last)[:, 0, 0]
+        x[:, 0, 1:-1] = obs[:, 2 * n:]
+        h, last = x, len(self._rho_w) - 1
+        for i, (w, out) in enumerate(zip(self._rho_w, self._rho_h)):
+            v = out[:, :, :-1]
+            np.matmul(h, w, out=v)
+            if i < last:
+                np.maximum(v, 0.0, out=v)
+            h = out
+        return h[:, 0, :-1]
+
+    def logits(self, obs: np.ndarray) -> np.ndarray:
+        """``(N, D, K)`` float32 logits of ``obs (N, 2S + 12)`` (a new array); ValueError on another shape."""
+        return self._forward(obs).reshape(self.n_seeds, self.dims, self.bins).copy()
+
+    def sample(self, obs: np.ndarray, gumbel: np.ndarray) -> np.ndarray:
+        """Gumbel-max draws ``(N, D)`` int64 with pre-drawn noise ``gumbel (N, D * K)`` float32."""
+        noisy = self._forward(obs) + np.asarray(gumbel, np.float32).reshape(self.n_seeds, -1)
+        return noisy.reshape(self.n_seeds, self.dims, self.bins).argmax(axis=2)
+
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        """Most probable actions ``(N, D)`` int64 of ``obs (N, 2S + 12)``."""
+        return self._forward(obs).reshape(self.n_seeds, self.dims, self.bins).argmax(axis=2)
 
 
 def perm_invariant_body(env, obs_dim: int, out_dim: int, hidden: Sequence[int] = (64, 64)) -> PermInvariantNet:
