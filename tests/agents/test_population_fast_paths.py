@@ -79,7 +79,8 @@ def test_many_seeds_read_gamma_from_step_infos_per_seed():
     np.testing.assert_array_equal(pop.rollouts.gammas[:, :2], [[pop.hp.gamma, pop.hp.gamma], [0.25, pop.hp.gamma]])
 
 
-@pytest.mark.parametrize("case", ["every sub-env", "masked", "override", "object dtype", "dicts"])
+@pytest.mark.parametrize("case", ["every sub-env", "masked", "override", "int gamma, float override",
+                                  "object dtype", "dicts"])
 def test_discounts_and_masks_read_as_arrays_equal_the_one_by_one_reading(case):
     """Where every sub-env reports ``gamma`` and ``forced`` (the straggler env on every step) both are read as
     whole arrays; the values equal reading the N dicts one by one, and the cases the arrays cannot serve (a
@@ -95,6 +96,8 @@ def test_discounts_and_masks_read_as_arrays_equal_the_one_by_one_reading(case):
                                      "_forced": np.array([True, True, False])}, 3)
     elif case == "override":
         infos = StepInfos(batched, 3, overrides={0: {"gamma": 0.125, "forced": True}})
+    elif case == "int gamma, float override":  # the override's 0.5 is not truncated to an int
+        infos = StepInfos(batched | {"gamma": np.array([1, 1, 1])}, 3, overrides={0: {"gamma": 0.5}})
     elif case == "object dtype":
         infos = StepInfos(batched | {"forced": np.array([False, True, None], dtype=object)}, 3)
     else:
@@ -112,8 +115,19 @@ def test_discounts_and_masks_read_as_arrays_equal_the_one_by_one_reading(case):
     np.testing.assert_array_equal(masks, want_m)
     if case == "every sub-env":
         np.testing.assert_array_equal(masks, [True, False, True])
+
+        class NoDicts(StepInfos):  # the array path builds no per-sub-env dict
+            def __getitem__(self, i):
+                raise AssertionError("a per-sub-env info dict was built")
+
+        g2, m2 = _discounts_and_masks(NoDicts(batched, 3), 3, 0.99)
+        np.testing.assert_array_equal(g2, gammas)
+        np.testing.assert_array_equal(m2, masks)
     if case == "override":
         assert gammas[0] == 0.125 and not masks[0]
+    if case == "int gamma, float override":
+        np.testing.assert_array_equal(gammas, [0.5, 1.0, 1.0])
+        assert infos.batched("gamma").tolist() == [0.5, 1.0, 1.0]
 
 
 @pytest.mark.parametrize("n", [1, 2])

@@ -62,13 +62,13 @@ def _discounts_and_masks(infos, n: int, gamma: float) -> tuple[np.ndarray, np.nd
     batched = getattr(infos, "batched", None)
     if batched is not None and infos.has("gamma") and infos.has("forced"):
         try:
-            gammas = np.asarray(batched("gamma"), dtype=np.float64).reshape(n)
-            forced = np.asarray(batched("forced"))
+            gammas, forced = np.asarray(batched("gamma")), np.asarray(batched("forced"))
         except KeyError:  # some sub-env lacks a key: one by one below
             pass
-        else:
-            if forced.dtype == np.bool_ and forced.shape == (n,):
-                return gammas, ~forced
+        else:  # only plain float discounts and bool flags, one per sub-env; anything else one by one below
+            if (gammas.dtype.kind == "f" and gammas.shape == (n,) and forced.dtype == np.bool_
+                    and forced.shape == (n,)):
+                return gammas.astype(np.float64), ~forced
     gammas = np.full(n, gamma, dtype=np.float64)
     masks = np.ones(n, dtype=bool)
     for k, info in enumerate(infos):

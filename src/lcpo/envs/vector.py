@@ -287,9 +287,11 @@ class StepInfos(Sequence):
             return np.stack([np.asarray(self[i][key]) for i in range(self._n)])  # KeyError names the key
         if not self._overrides:
             return value
-        out = value.copy()
-        for i, info in self._overrides.items():
-            out[i] = info[key]
+        finals = {i: np.asarray(info[key]) for i, info in self._overrides.items()}  # KeyError names the key
+        # a dtype that holds the final infos' values too (an int array with a float final value is not truncated)
+        out = value.astype(np.result_type(value.dtype, *(v.dtype for v in finals.values())), copy=True)
+        for i, v in finals.items():
+            out[i] = v
         return out
 
     def __repr__(self) -> str:

@@ -231,6 +231,10 @@ def test_population_mirror_refuses_bad_input():
         NumpyPermInvariantStack([a, CategoricalPolicy(32, 1, 9)])
     with pytest.raises(ValueError, match="policy 1's network"):
         NumpyPermInvariantStack([a, CategoricalPolicy(32, 1, 9, body=PermInvariantNet(10, 9, (8,)))])
+    # the same weight shapes in all, split differently between phi and rho
+    with pytest.raises(ValueError, match="policy 1's network"):
+        NumpyPermInvariantStack([CategoricalPolicy(32, 1, 9, body=PermInvariantNet(10, 9, (13, 13), (13,))),
+                                 CategoricalPolicy(32, 1, 9, body=PermInvariantNet(10, 9, (13,), (13, 13)))])
     stack = NumpyPermInvariantStack([a, a])
     with pytest.raises(ValueError, match=r"\(2, 32\), got \(3, 32\)"):
         stack.logits(np.zeros((3, 32), np.float32))
@@ -250,3 +254,21 @@ def test_straggler_populations_act_through_the_population_mirror():
             pop.learn(700)
             one.learn(700)
             assert pop.episodes[1] == one.episodes[0]
+
+
+def test_population_mirror_adds_float64_noise_as_the_single_mirror_does():
+    """Gumbel noise of another float dtype is added in its precision and rounded once, as the single mirror adds
+    it: near-ties are broken the same way (not by rounding the noise to float32 first)."""
+    torch.manual_seed(2)
+    policies = [CategoricalPolicy(32, 1, 9, body=PermInvariantNet(10, 9)) for _ in range(4)]
+    stack, singles = NumpyPermInvariantStack(policies), [NumpyPermInvariantPolicy(p) for p in policies]
+    rng = np.random.default_rng(6)
+    for t in range(200):
+        x = _obs(batch=4, seed=200 + t)
+        lg = stack.logits(x).reshape(4, 9).astype(np.float64)
+        # noise that brings bins 0 and 1 within float32 rounding of each other
+        noise = -lg + rng.normal(0.0, 1e-7, (4, 9))
+        noise[:, 2:] -= 10.0
+        got = stack.sample(x, noise)
+        want = np.stack([singles[k].sample(x[k], noise[k]) for k in range(4)])
+        np.testing.assert_array_equal(got, want)

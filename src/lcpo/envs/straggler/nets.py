@@ -139,12 +139,15 @@ class NumpyPermInvariantStack:
             raise ValueError("NumpyPermInvariantStack needs at least one policy")
         self.singles = [NumpyPermInvariantPolicy(p) for p in policies]  # raise TypeError for another body
         first = self.singles[0]
-        shapes = [w.shape for w in first._phi_w + first._rho_w]
+
+        def layout(single: NumpyPermInvariantPolicy) -> tuple:
+            return (single.n, [w.shape for w in single._phi_w], single._phi_last.shape,
+                    [w.shape for w in single._rho_w], single.dims, single.bins)
+
         for k, single in enumerate(self.singles[1:], 1):
-            other = [w.shape for w in single._phi_w + single._rho_w]
-            if single.n != first.n or other != shapes or (single.dims, single.bins) != (first.dims, first.bins):
-                raise ValueError(f"NumpyPermInvariantStack: policy {k}'s network ({single.n} servers, layers "
-                                 f"{other}) differs from policy 0's ({first.n} servers, layers {shapes})")
+            if layout(single) != layout(first):
+                raise ValueError(f"NumpyPermInvariantStack: policy {k}'s network (servers, phi, phi's last layer, rho, "
+                                 f"action dims, bins: {layout(single)}) differs from policy 0's {layout(first)}")
         m, n = len(policies), first.n
         self.n_seeds, self.n = m, n
         self.dims, self.bins = first.dims, first.bins
@@ -156,6 +159,7 @@ class NumpyPermInvariantStack:
         self._rho_h = [np.ones((m, 1, w.shape[1] + 1), np.float32) for w in first._rho_w]
         self._pairs = np.ones((m, n, 3), np.float32)
         self._x = np.ones((m, 1, first._x.shape[0]), np.float32)
+        self._noisy = np.zeros((m, self.dims * self.bins), np.float32)
         self._rows = np.arange(m)[:, None]
         self.sync()
 
@@ -202,8 +206,11 @@ class NumpyPermInvariantStack:
         return self._forward(obs).reshape(self.n_seeds, self.dims, self.bins).copy()
 
     def sample(self, obs: np.ndarray, gumbel: np.ndarray) -> np.ndarray:
-        """Gumbel-max draws ``(N, D)`` int64 with pre-drawn noise ``gumbel (N, D * K)`` float32."""
-        noisy = self._forward(obs) + np.asarray(gumbel, np.float32).reshape(self.n_seeds, -1)
+        """Gumbel-max draws ``(N, D)`` int64 with pre-drawn noise ``gumbel (N, D * K)`` float32 (noise of another
+        float dtype is added in its precision and rounded to float32 once, as :class:`NumpyPermInvariantPolicy`
+        adds it)."""
+        # added as the single mirror adds (in the noise's precision, rounded to float32 once): the same draws
+        noisy = np.add(self._forward(obs), np.asarray(gumbel).reshape(self.n_seeds, -1), out=self._noisy)
         return noisy.reshape(self.n_seeds, self.dims, self.bins).argmax(axis=2)
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
