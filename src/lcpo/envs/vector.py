@@ -276,7 +276,8 @@ class StepInfos(Sequence):
 
     def batched(self, key: str) -> np.ndarray:
         """``(N, ...)`` array of ``key`` over the sub-envs, in the info values' dtype (``(N, 2)`` float64 for
-        ``"context"``; the final info's value where a SAME_STEP sub-env ended).
+        ``"context"``; the final info's value where a SAME_STEP sub-env ended, the dtype then NumPy's result type
+        of the batched and the final values, so an int array takes a float final value untruncated).
 
         Raises:
             KeyError: a key that some sub-env's info lacks.
