@@ -5,7 +5,9 @@ mirror), so a population's cost is mostly per step, not per update. This measure
 and size on the ``azure-llm`` workload with the paper's straggler settings
 (:func:`lcpo.envs.straggler.presets.straggler_overrides`; LCPO-Med: the Mahalanobis detector at ``D^2 > 24``,
 the study's 207,360-state reservoir),
-a warm-up first, then a timed stretch that holds updates (the 4,608-step rollout of LCPO, A2C's own).
+a warm-up first, then a timed stretch that holds updates (every agent's rollout is 4,608 steps here, so the
+timed stretch holds an update of each seed only when ``--warmup + --steps`` reaches a multiple of 4,608 inside it;
+the defaults, 4,608 + 9,216, hold two).
 
 To compare two trees of the code side by side, run this script once per tree in alternating rounds, e.g.::
 

@@ -185,3 +185,21 @@ def test_loaded_observations_are_float32_whatever_the_saved_dtype():
     again.load_state_dict(state)
     assert again.obs.dtype == np.float32
     np.testing.assert_array_equal(again.obs, half.obs)
+
+
+def test_population_reset_defaults_to_what_the_environment_declares():
+    """With no ``reset``, a continuing environment (the straggler load balancer) runs with ``never`` and scores
+    200-step windows (not NaN, as ``end`` would on a task that never ends); an episodic one with ``end``; an
+    explicit value still wins, per seed."""
+    from lcpo.online.population import Population
+
+    with Population("a2c", "lcpo/StragglerMitigation-v0", seeds=[0, 1], rollout_steps=300) as pop:
+        pop.learn(1000)
+        assert all(np.isfinite(pop.lifelong_return())) and len(pop.episodes[0]) == 5
+    with Population("a2c", "lcpo/StragglerMitigation-v0", seeds=[0, 1], reset=[None, "end"],
+                    rollout_steps=300) as pop:
+        pop.learn(1000)
+        assert len(pop.episodes[0]) == 5 and len(pop.episodes[1]) == 0
+    with Population("a2c", seeds=[0], trace="zero", rollout_steps=50, hidden=(8,)) as pop:
+        pop.learn(400)
+        assert len(pop.episodes[0]) == 2  # Pendulum's 200-step episodes end: "end"

@@ -505,7 +505,9 @@ class Population:
         trace: context trace name or file (as :class:`lcpo.online.run.RunConfig.trace`), the same for every seed.
         trace_length: fit the trace to this many steps.
         env_kwargs: extra environment arguments: one dict for all seeds, or one dict per seed.
-        reset: reset condition (``end | every:N | never``), one for all seeds or one per seed.
+        reset: reset condition (``end | every:N | never``), one for all seeds or one per seed; None (the
+            default, for all or for one seed) takes what the environment declares, as ``lcpo run`` does:
+            ``"never"`` for a continuing task such as the straggler environment, else ``"end"``.
         device: ``"cpu"`` (default) or a torch device string such as ``"cuda"``, ``"cuda:1"``: batch-native
             agents' networks, optimizer state and update tensors live there, and the native windy Pendulum vector
             env steps there in torch (docs/population.md, "Device"); checked by
@@ -526,7 +528,7 @@ class Population:
 
     def __init__(self, agent: str, env: str = "lcpo/WindyPendulum-v0", seeds: Sequence[int] = (0,), *,
                  trace: str | None = None, trace_length: int | None = None,
-                 env_kwargs: Mapping | Sequence[Mapping] | None = None, reset: str | Sequence[str] = "end",
+                 env_kwargs: Mapping | Sequence[Mapping] | None = None, reset: str | Sequence[str] | None = None,
                  device: str = "cpu", batch: bool = True, **overrides):
         from lcpo.envs.preflight import run_env_kwargs
 
@@ -535,7 +537,7 @@ class Population:
         if not n or len(set(seeds)) != n:
             raise ValueError(f"a population needs distinct seeds, got {seeds}")
         kwargs = _per_seed(env_kwargs or {}, n, "env_kwargs", Mapping)
-        resets = _per_seed(reset, n, "reset", str)
+        resets = _per_seed(reset, n, "reset", (str, type(None)))
         traces = [run_env_kwargs(env, trace, trace_length, kw) for kw in kwargs]
         self._init(agent, env, seeds, traces, resets, device, batch, dict(overrides))
 
@@ -568,6 +570,11 @@ class Population:
         self.agents = _make_agents(agent, env_id, env_kwargs[0], self.seeds, self.device, batch, overrides,
                                    self.template)
         self.batch_native = not hasattr(self.agents, "members")  # the generic path holds its single agents
+        if any(r is None for r in resets):  # the environment's own kind decides, as `lcpo run` does
+            from lcpo.envs.task import default_reset
+
+            envs = self.seed_envs if self.seed_envs is not None else [self.template or self.stream.venv] * len(resets)
+            resets = [default_reset(envs[k]) if r is None else r for k, r in enumerate(resets)]
         self.loop = PopulationLoop(self.stream, self.agents, resets, self.seeds)
         self._described: dict = {}  # seed_env's environments for descriptions (a native vector env)
 
