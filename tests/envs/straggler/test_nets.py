@@ -253,6 +253,7 @@ def test_straggler_populations_act_through_the_population_mirror():
             assert isinstance(pop.agents._acting.group, NumpyPermInvariantStack)
             pop.learn(700)
             one.learn(700)
+            assert len(one.episodes[0]) == 3  # 200-step windows of the continuing task: a real comparison
             assert pop.episodes[1] == one.episodes[0]
 
 
