@@ -35,7 +35,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
-from lcpo.envs.straggler.presets import straggler_overrides  # noqa: E402
+from lcpo.cli.argtypes import nonneg_int, positive_int  # noqa: E402
+from lcpo.envs.straggler.presets import STRAGGLER_OVERRIDES, straggler_overrides  # noqa: E402
 from lcpo.online.population import Population  # noqa: E402
 
 
@@ -56,10 +57,10 @@ def measure(agent: str, size: int, steps: int, warmup: int, clock: str) -> float
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--agents", nargs="+", default=["lcpo", "a2c"])
-    p.add_argument("--sizes", nargs="+", type=int, default=[1, 10])
-    p.add_argument("--steps", type=int, default=9216, help="timed env steps per seed")
-    p.add_argument("--warmup", type=int, default=4608, help="untimed env steps per seed first")
+    p.add_argument("--agents", nargs="+", choices=sorted(STRAGGLER_OVERRIDES), default=["lcpo", "a2c"])
+    p.add_argument("--sizes", nargs="+", type=positive_int, default=[1, 10])
+    p.add_argument("--steps", type=positive_int, default=9216, help="timed env steps per seed")
+    p.add_argument("--warmup", type=nonneg_int, default=4608, help="untimed env steps per seed first")
     p.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
     p.add_argument("--tag", default="")
     p.add_argument("--json", default=None)

@@ -120,11 +120,12 @@ def test_cli_refuses_to_overwrite_without_resume(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["run", "--env", "lcpo/Nope-v0", "--steps", "10"], "unknown environment id 'lcpo/Nope-v0'"),
-    (["run", "--trace", "wind-9", "--steps", "10"], "unknown trace"),
+    (["run", "--trace", "wind-9", "--steps", "10"], "--trace: unknown trace name 'wind-9'"),
     (["run", "--agent", "dqn9", "--steps", "10"], "unknown agent 'dqn9'"),
     (["run", "--set", "c_anchor", "--steps", "10"], "KEY=VALUE"),
     (["run", "--set", "nope=1", "--steps", "10"], "unknown hyperparameter 'nope'"),
-    (["run", "--reset", "every:zero", "--steps", "10"], "bad reset condition"),
+    (["run", "--reset", "every:zero", "--steps", "10"], "--reset: bad reset condition 'every:zero'"),
+    (["run", "--reset", "sometimes", "--steps", "10"], "--reset: bad reset condition 'sometimes'"),
 ])
 def test_cli_bad_input_names_the_problem(tmp_path, capsys, argv, message):
     assert main([*argv, "--out", str(tmp_path), "--no-progress"]) == 2

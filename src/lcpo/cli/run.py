@@ -142,6 +142,13 @@ def cmd_run(args) -> int:
         raise ValueError(f"--warmup {args.warmup} must be smaller than --steps {args.steps}: no episode could end "
                          "after the warm-up, and the lifelong return would be n/a")
     _check_trace_length(args)
+    if args.reset is not None:
+        from lcpo.online.loop import parse_reset
+
+        try:
+            parse_reset(args.reset)
+        except ValueError as exc:
+            raise ValueError(f"--reset: {exc}") from None
     _check_device(args)
     if args.device != "cpu":  # every agent before the first run starts
         from lcpo.online.population import _check_device_agent
@@ -428,7 +435,12 @@ def _preflight(args, env_kwargs: dict) -> str:
     """
     from lcpo.envs.preflight import check_env, inspect_env
 
-    facts = inspect_env(args.env, env_kwargs, args.trace, args.trace_length)
+    from lcpo.contexts import TraceError
+
+    try:
+        facts = inspect_env(args.env, env_kwargs, args.trace, args.trace_length)
+    except TraceError as exc:  # name the flag: the message alone reads like a config file's error
+        raise TraceError(f"--trace: {exc}") from None
     reset = args.reset if args.reset is not None else facts.default_reset
     for notice in check_env(facts, reset, args.checkpoint_every, args.agent):
         print(notice, file=sys.stderr)
