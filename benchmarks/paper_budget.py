@@ -38,6 +38,7 @@ ran them, before deleting anything).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 import time
@@ -575,6 +576,14 @@ def fixed_policies(path: Path, steps: int) -> dict:
 STRAGGLER_LEARNING_STEPS = 3_500_000
 
 
+def default_fixed_labels(fixed_json: Path) -> dict[str, list[str]]:
+    """Never hedging and the fixed policy with the lowest bucketed p95 of a ``fixed.json``, per workload in it
+    (``{}`` when the file does not exist)."""
+    fixed = json.loads(fixed_json.read_text())["results"] if fixed_json.exists() else {}
+    return {w: sorted({"never hedge", min(fixed[w].items(), key=lambda kv: kv[1]["bucketed_p95_ms"])[0]})
+            for w in STRAGGLER_WORKLOADS if fixed.get(w)}
+
+
 def fixed_binned(folder: Path, steps: int, labels: dict[str, list[str]] | None = None) -> list[Path]:
     """Per-4,000-step returns of fixed straggler policies, in the learners' ``episodes_binned.csv.gz`` format.
 
@@ -589,20 +598,20 @@ def fixed_binned(folder: Path, steps: int, labels: dict[str, list[str]] | None =
         folder: the straggler sweep folder.
         steps: environment steps (the sweep's, so whole-run means match ``fixed.json``).
         labels: ``{workload: [policy labels]}``; default: never hedging and the best fixed policy of
-            ``fixed.json`` on each workload (needed only for this default).
+            ``folder/fixed.json`` on each workload (:func:`default_fixed_labels`; needed only for this default).
 
     Returns:
         The files written.
     """
     from lcpo.envs.straggler import TIMEOUTS_MS
+    from lcpo.persistence.atomic import atomic_write_bytes
 
     window = 200
     if steps % BIN_STEPS:
         raise SystemExit(f"--steps must be a multiple of {BIN_STEPS}, got {steps}")
     fixed = json.loads((folder / "fixed.json").read_text())["results"] if (folder / "fixed.json").exists() else {}
     if labels is None:
-        labels = {w: sorted({"never hedge", min(fixed[w].items(), key=lambda kv: kv[1]["bucketed_p95_ms"])[0]})
-                  for w in STRAGGLER_WORKLOADS if fixed.get(w)}
+        labels = default_fixed_labels(folder / "fixed.json")
     actions = {_fixed_label(t): a for a, t in enumerate(TIMEOUTS_MS)}
     out_dir = folder / "fixed_binned"
     out_dir.mkdir(exist_ok=True)
@@ -620,7 +629,8 @@ def fixed_binned(folder: Path, steps: int, labels: dict[str, list[str]] | None =
             sums = rewards.reshape(-1, BIN_STEPS).sum(axis=1)
             df = pd.DataFrame({"step": BIN_STEPS * np.arange(1, steps // BIN_STEPS + 1),
                                "episodes": BIN_STEPS // window, "return": sums / (BIN_STEPS // window)})
-            df.to_csv(path, index=False, float_format="%.7g", compression={"method": "gzip", "mtime": 0})
+            data = df.to_csv(index=False, float_format="%.7g").encode()
+            atomic_write_bytes(path, gzip.compress(data, mtime=0))  # an interrupted call leaves no partial file
             m = env.run_metrics()
             ref = fixed.get(workload, {}).get(label)
             print(f"{workload} {label}: whole-run mean step p95 {m['mean_step_p95_ms']:.2f} ms"
@@ -1121,6 +1131,9 @@ def main(argv=None) -> int:
                    help="the sweep folder (default: %(default)s); any study folder for harvest "
                         "(benchmarks/study.py reports one)")
     p.add_argument("--force", action="store_true", help="harvest: rewrite existing compact files")
+    p.add_argument("--policies-from", type=Path, default=None,
+                   help="fixed-binned: pick never hedging and the best fixed policy from this fixed.json (default: "
+                        "the folder's own; a study folder can reuse the paper-budget one, whose runs are shorter)")
     p.add_argument("--steps", type=int, default=None,
                    help=f"fixed: environment steps per fixed policy (default: {STRAGGLER_STEPS:,}, the sweep's); "
                         f"final: steps of the frozen pass (default: {FINAL_STEPS:,})")
@@ -1130,7 +1143,12 @@ def main(argv=None) -> int:
     elif a.command == "fixed":
         fixed_policies(a.folder / STRAGGLER / "fixed.json", a.steps or STRAGGLER_STEPS)
     elif a.command == "fixed-binned":
-        fixed_binned(a.folder / STRAGGLER, a.steps or STRAGGLER_STEPS)
+        labels = None
+        if a.policies_from is not None:
+            if not a.policies_from.is_file():
+                raise SystemExit(f"--policies-from {a.policies_from}: no such file")
+            labels = default_fixed_labels(a.policies_from)
+        fixed_binned(a.folder / STRAGGLER, a.steps or STRAGGLER_STEPS, labels)
     elif a.command == "final":
         final_policies(a.folder / STRAGGLER, a.steps or FINAL_STEPS)
     else:

@@ -194,6 +194,27 @@ def test_fixed_binned_reproduces_the_fixed_policy_whole_run_mean(pb, tmp_path):
     assert pb.fixed_binned(folder, 8000, {"azure-llm": ["never hedge"]}) == []  # kept, not recomputed
 
 
+def test_fixed_binned_labels_can_come_from_another_folders_fixed_json(pb, tmp_path, monkeypatch):
+    """A study folder has no fixed.json of its own: --policies-from picks never hedging and each workload's best
+    fixed policy (lowest bucketed p95) from another one; a missing file is refused in one line."""
+    src = tmp_path / "fixed.json"
+    src.write_text(json.dumps({"steps": 8000, "seed": 0, "results": {
+        "azure-llm": {"never hedge": {"bucketed_p95_ms": 900.0}, "timeout 600 ms": {"bucketed_p95_ms": 500.0},
+                      "timeout 300 ms": {"bucketed_p95_ms": 510.0}},
+        "synthetic-ramp": {"never hedge": {"bucketed_p95_ms": 527.0}, "timeout 600 ms": {"bucketed_p95_ms": 700.0}}}}))
+    assert pb.default_fixed_labels(src) == {"azure-llm": ["never hedge", "timeout 600 ms"],
+                                            "synthetic-ramp": ["never hedge"]}
+    assert pb.default_fixed_labels(tmp_path / "none.json") == {}
+    seen = {}
+    monkeypatch.setattr(pb, "fixed_binned", lambda folder, steps, labels=None: seen.update(
+        folder=folder, steps=steps, labels=labels) or [])
+    pb.main(["fixed-binned", "--folder", str(tmp_path / "study"), "--steps", "8000", "--policies-from", str(src)])
+    assert seen == {"folder": tmp_path / "study" / "straggler", "steps": 8000,
+                    "labels": pb.default_fixed_labels(src)}
+    with pytest.raises(SystemExit, match="--policies-from .*none.json: no such file"):
+        pb.main(["fixed-binned", "--folder", str(tmp_path), "--policies-from", str(tmp_path / "none.json")])
+
+
 def test_diagnostics_table_averages_after_the_warmup_and_skips_frozen_agents(pb, tmp_path):
     rows = []
     for agent, seed, kl in (("trpo", 0, 0.01), ("trpo", 1, 0.03), ("prescient-trpo", 0, None)):
