@@ -433,9 +433,8 @@ def _preflight(args, env_kwargs: dict) -> str:
     Raises:
         ValueError: see :func:`lcpo.envs.preflight.check_env` and :func:`lcpo.envs.registration.make_env`.
     """
-    from lcpo.envs.preflight import check_env, inspect_env
-
     from lcpo.contexts import TraceError
+    from lcpo.envs.preflight import check_env, inspect_env
 
     try:
         facts = inspect_env(args.env, env_kwargs, args.trace, args.trace_length)
