@@ -948,17 +948,6 @@ def straggler_scores_section(folder: Path) -> list[str]:
     for f in sorted((folder / "fixed_binned").glob("*.csv.gz")):
         workload, label = f.name[:-len(".csv.gz")].split("__")
         fixed.setdefault(workload, {})[label.replace("_", " ")] = _binned_cost(f)
-    lines = ["## Straggler score both ways: after the learning period (primary) and over the whole run", "",
-             (f"The paper scores its straggler runs after a {STRAGGLER_LEARNING_STEPS / 1e6:.1f}M-sample initial "
-              "learning period (Figure 9), as the windy gym score leaves out its 6M-step warm-up; the tables "
-              "above charge the whole run. Both here, the score after the learning period first (the primary "
-              "score, as the paper's), in the score the learners optimise: the mean per-step p95 "
-              "latency in ms with forced (unsafe) steps counted three times (-8 x the 200-step window return; "
-              "the bucketed p95 of the paper's Table 1 needs the per-request log, which is kept only for the "
-              "whole run). Fixed policies: `python benchmarks/paper_budget.py fixed-binned` (never hedging and "
-              "the best fixed policy of the whole run, same workload and environment seed as `fixed`). "
-              "Intervals: 95% Student-t over seeds. LCPO-Med against A2C: Welch's t-test, Holm over the "
-              "two workloads x two scores."), ""]
     tests = []
     for workload in STRAGGLER_WORKLOADS:
         sub = runs[runs["workload"] == workload]
@@ -971,6 +960,21 @@ def straggler_scores_section(folder: Path) -> list[str]:
         adj = holm([t["p"] for t in tests])
         for t, a in zip(tests, adj):
             t["p_holm"] = a
+    tested = sorted({t["workload"] for t in tests}, key=STRAGGLER_WORKLOADS.index)
+    family = (f"Holm over the {len(tests)} tests here ({len(tested)} workload(s) with at least 2 seeds of both "
+              f"agents: {', '.join(tested)}; x the two scores)") if tests else "no test (fewer than 2 seeds)"
+    lines = ["## Straggler score both ways: after the learning period (primary) and over the whole run", "",
+             (f"The paper scores its straggler runs after a {STRAGGLER_LEARNING_STEPS / 1e6:.1f}M-sample initial "
+              "learning period (Figure 9), as the windy gym score leaves out its 6M-step warm-up; the tables "
+              "above charge the whole run. Both here, the score after the learning period first (the primary "
+              "score, as the paper's), in the score the learners optimise: the mean per-step p95 "
+              "latency in ms with forced (unsafe) steps counted three times (-8 x the 200-step window return; "
+              "the bucketed p95 of the paper's Table 1 needs the per-request log, which is kept only for the "
+              "whole run). Fixed policies (`fixed_binned/`, written by `python benchmarks/paper_budget.py "
+              "fixed-binned`; a study folder passes `--policies-from`, docs/results/study/README.md): never "
+              "hedging and the fixed policy with the lowest bucketed p95 in `fixed.json`, each driven over this "
+              "folder's run length with the same workload and environment seed as `fixed`. "
+              f"Intervals: 95% Student-t over seeds. LCPO-Med against A2C: Welch's t-test, {family}."), ""]
     by = {(t["workload"], t["score"]): t for t in tests}
     for workload in STRAGGLER_WORKLOADS:
         sub = runs[runs["workload"] == workload]
@@ -1005,6 +1009,15 @@ def straggler_scores_section(folder: Path) -> list[str]:
                     and _t_high(g["after"]) < never[0]]
             lines += ["", (f"Policies whose whole 95% interval after {STRAGGLER_LEARNING_STEPS / 1e6:.1f}M steps lies "
                            f"below never hedging's {never[0]:.1f} ms: {', '.join(beat) if beat else 'none'}.")]
+        if fx:
+            best, (best_after, _) = min(fx.items(), key=lambda kv: kv[1][0])
+            if best != "never hedge":
+                beat = [pol for pol, g in sub.groupby("policy") if len(g) >= 2 and _t_high(g["after"]) < best_after]
+                above = [f"{pol} {int((g['after'] > best_after).sum())} of {len(g)}"
+                         for pol, g in sub.groupby("policy")]
+                lines += ["", (f"Against the best fixed policy ({best}, {best_after:.1f} ms after "
+                               f"{STRAGGLER_LEARNING_STEPS / 1e6:.1f}M steps): whole 95% interval below it: "
+                               f"{', '.join(beat) if beat else 'none'}; seeds above it: {', '.join(above)}.")]
         lines.append("")
     return lines
 
@@ -1135,7 +1148,8 @@ def main(argv=None) -> int:
                    help="fixed-binned: pick never hedging and the best fixed policy from this fixed.json (default: "
                         "the folder's own; a study folder can reuse the paper-budget one, whose runs are shorter)")
     p.add_argument("--steps", type=int, default=None,
-                   help=f"fixed: environment steps per fixed policy (default: {STRAGGLER_STEPS:,}, the sweep's); "
+                   help=f"fixed and fixed-binned: environment steps per fixed policy (default: {STRAGGLER_STEPS:,}, "
+                        "the paper-budget sweep's; a study folder passes its own, e.g. 20736000); "
                         f"final: steps of the frozen pass (default: {FINAL_STEPS:,})")
     a = p.parse_args(argv)
     if a.command == "harvest":

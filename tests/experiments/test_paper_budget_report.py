@@ -158,6 +158,7 @@ def test_straggler_score_both_ways(pb, tmp_path, monkeypatch):
     folder = tmp_path / "straggler"
     (folder / "fixed_binned").mkdir(parents=True)
     _binned(folder / "fixed_binned" / "azure-llm__never_hedge.csv.gz", [-100.0] * 4)  # 800 ms per step
+    _binned(folder / "fixed_binned" / "azure-llm__timeout_600_ms.csv.gz", [-60.0] * 4)  # 480 ms: the best fixed
     learners = {("med", "lcpo", 24.0): [[-90.0, -90.0, -50.0, -50.0], [-90.0, -90.0, -52.0, -52.0]],
                 ("a2c", "a2c", None): [[-60.0, -60.0, -60.0, -60.0], [-70.0, -70.0, -62.0, -62.0]]}
     for (name, agent, thr), per_seed in learners.items():
@@ -174,6 +175,12 @@ def test_straggler_score_both_ways(pb, tmp_path, monkeypatch):
     assert rows["A2C"][2].startswith("488.0 [") and rows["A2C"][4].startswith("504.0 [")
     assert "LCPO-Med against A2C, after 3.5M steps" not in text  # the period is named from the constant
     assert "LCPO-Med against A2C, after 0.0M steps: difference -80.0 ms" in text
+    # one workload ran: the Holm family is its two scores, and the text says so
+    assert "Holm over the 2 tests here (1 workload(s) with at least 2 seeds of both agents: azure-llm;" in text
+    # against the best fixed policy (480 ms after the learning period): A2C's 496 ms seed is above it, 480 is
+    # not; at 2 seeds no interval (t with 1 degree of freedom) lies below it
+    assert ("Against the best fixed policy (timeout 600 ms, 480.0 ms after 0.0M steps): whole 95% interval below "
+            "it: none; seeds above it: A2C 1 of 2, LCPO-Med (D^2 > 24) 0 of 2.") in text
 
 
 def test_fixed_binned_reproduces_the_fixed_policy_whole_run_mean(pb, tmp_path):
