@@ -1212,6 +1212,9 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
     target = cfgs[0].steps if stop_at is None else min(cfgs[0].steps, stop_at)
     every = cfgs[0].checkpoint_every
     stores = [RunCheckpoints(out / "checkpoint") for out in outs]
+    # each seed's checkpoint names its population, so that a seed that goes on alone still records it
+    membership = {"size": n, "seeds": [c.seed for c in cfgs], "batch_native": bool(pop.batch_native),
+                  "device": pop.device}
 
     def checkpoint():
         """One atomic commit of the whole population, with no second copy of any state: (1) every seed folder
@@ -1228,7 +1231,8 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
         for j, cfg in enumerate(cfgs):  # one seed's state in memory at a time
             state = {"config": cfg.to_dict(), "agent": pop.agents.seed_state_dict(j), "loop": loops[j],
                      "log": logs[j].state_dict(), "wall_time_s": wall,
-                     "wall_share_s": share_before[j] + (wall - wall_before) / n, "resumed_from": resumed_from[j]}
+                     "wall_share_s": share_before[j] + (wall - wall_before) / n, "resumed_from": resumed_from[j],
+                     "population": membership}
             gens.append(stores[j].write_generation(pop.steps, state))
             del state
         atomic_write_json(pop_dir / POINTER, {
@@ -1279,9 +1283,7 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
             if rec is not None:
                 rec.take(pop.steps)
                 rec.write()
-    population = {"size": n, "seeds": [c.seed for c in cfgs],
-                  "steps_per_s": n * pop.steps / wall if wall > 0 else None,
-                  "batch_native": bool(pop.batch_native), "device": pop.device}
+    population = {**membership, "steps_per_s": n * pop.steps / wall if wall > 0 else None}
     for j, (cfg, out) in enumerate(zip(cfgs, outs)):
         log = logs[j]
         log.write(pop.episodes[j], final=True, last_step=pop.steps)

@@ -525,7 +525,10 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
         ``return_unit`` (what the lifelong return averages: ``"episode"``, or ``"200-step window"`` for a
         continuing run), ``versions``, ``code`` (:func:`lcpo.persistence.provenance.code_provenance` at the start
         of the invocation that finished the run: ``commit``, ``dirty``, ``source``), ``config``,
-        ``hyperparameters``. With ``stop_at`` before the end:
+        ``hyperparameters``; for a run that went on alone after a population
+        (:func:`lcpo.online.population.execute_population`), ``population``: that population's ``size``,
+        ``seeds``, ``batch_native`` and ``device``, and ``alone_from``, the step it went on alone from (issue 27
+        item 5: which population a run ran in). With ``stop_at`` before the end:
         ``{"interrupted_at": steps}``.
 
     Raises:
@@ -626,6 +629,7 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
                       on_episode=log.on_episode)
     wall_before = share_before = 0.0
     resumed_from: list[int] = []
+    population = None  # the population this run last ran in, when it goes on alone after one
     if state is not None:
         agent.load_state_dict(state["agent"])
         loop.load_state_dict(state["loop"])
@@ -634,6 +638,8 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         # a seed going on alone after a population: only its share of the population's time is its own
         share_before = float(state.get("wall_share_s", wall_before))
         resumed_from = [int(k) for k in state.get("resumed_from", [])] + [int(loop.steps)]
+        if state.get("population") is not None:  # provenance (issue 27 item 5): which population it ran in
+            population = {"alone_from": int(loop.steps), **state["population"]}
         if probe is not None:
             probe.resume_from(loop.steps)
         if snaps is not None:
@@ -688,7 +694,8 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         store.commit(loop.steps, {"config": config.to_dict(), "agent": agent.state_dict(),
                                   "loop": loop.state_dict(), "log": log.state_dict(),
                                   "wall_time_s": wall_before + elapsed, "wall_share_s": share_before + elapsed,
-                                  "resumed_from": resumed_from},
+                                  "resumed_from": resumed_from,
+                                  **({"population": population} if population is not None else {})},
                      config=config.to_dict())
         log.write(loop.episodes)  # after the commit: never ahead of the committed checkpoint
 
@@ -710,6 +717,7 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
     summary = run_summary(config, loop.episodes, log, steps=loop.steps, wall=wall,
                           wall_share=share_before + wall - wall_before, resumed_from=resumed_from,
                           env_metrics=_env_metrics(env), trace=_trace_info(env), code=code,
-                          hyperparameters=dataclasses.asdict(agent.hp))
+                          hyperparameters=dataclasses.asdict(agent.hp),
+                          **({"population": population} if population is not None else {}))
     atomic_write_json(summary_path, summary)
     return json.loads(summary_path.read_text())  # the JSON form: the same object a resumed call returns
