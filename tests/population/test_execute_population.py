@@ -48,8 +48,9 @@ def _same(a, b, where="state"):
             # are set again by the seeded reset of a resume); a SyncVectorEnv's are saved and compared
             b = {k: v for k, v in b.items() if k != "wrappers"}
             a = {k: v for k, v in a.items() if k != "wrappers"}
-        # a population's checkpoints name the population (provenance), a solo run's do not
-        assert isinstance(b, dict) and set(a) - {"population"} == set(b) - {"population"}, where
+        # a population's checkpoint state names the population (provenance, top level only), a solo run's does not
+        extra = {"population"} if "." not in where else set()
+        assert isinstance(b, dict) and set(a) - extra == set(b) - extra, where
         for k in set(a) & set(b):
             if k not in ("wall_time_s", "wall_share_s"):
                 _same(a[k], b[k], f"{where}.{k}")
