@@ -15,7 +15,7 @@ Callers name the further keys their two runs differ in on purpose (``resumed_fro
 from __future__ import annotations
 
 #: keys that differ between two identical runs: timing, and the code provenance record
-UNCOMPARED = ("wall_time_s", "wall_share_s", "steps_per_s", "code")
+UNCOMPARED = ("wall_time_s", "wall_share_s", "steps_per_s", "offline_train_s", "code")
 
 
 def comparable(summary: dict, *also: str) -> dict:

@@ -134,3 +134,29 @@ def test_environment_without_trace_access_is_refused():
     env = gym.make("lcpo/ContinuingChain-v0", n_states=5)
     with pytest.raises(TypeError, match="random access to the context trace"):
         PrescientA2C(env)
+
+
+def test_training_paused_by_a_stop_request_and_continued_is_the_uninterrupted_training():
+    """Chunked training (a stop request asked every 37 steps, episodes cut at 30 steps) that pauses twice and
+    continues equals one uninterrupted call, bit for bit; a paused agent refuses a checkpoint."""
+    def make():
+        return PrescientA2C(make_env("lcpo/WindyPendulum-v0", trace="wind-3"), seed=1, train_steps=1000,
+                            train_episode_steps=30)
+
+    whole = make().train()
+    asked = []
+    paused = make()
+    paused.train(should_stop=lambda: asked.append(1) or len(asked) in (3, 9), poll_steps=37)
+    assert not paused.trained and paused.train_steps_done == 3 * 37
+    with pytest.raises(RuntimeError, match="paused at step 111 of 1,000"):
+        paused.state_dict()
+    paused.train(should_stop=lambda: asked.append(1) or len(asked) in (3, 9), poll_steps=37)
+    assert not paused.trained and paused.train_steps_done == 9 * 37
+    paused.train()  # to the end, no stop request
+    assert paused.trained and paused.train_steps_done == 1000 and paused.train_wall_s > 0
+    assert torch.equal(flat_params(paused.base.actor), flat_params(whole.base.actor))
+    assert torch.equal(flat_params(paused.base.critic), flat_params(whole.base.critic))
+    assert paused.base.episodes == whole.base.episodes and list(paused.train_starts) == list(whole.train_starts)
+    assert [r[3] for r in whole.base.episodes][:3] == [30, 30, 30]  # the reset condition held across the chunks
+    with pytest.raises(ValueError, match="poll_steps must be an integer >= 1, got 0"):
+        make().train(poll_steps=0)

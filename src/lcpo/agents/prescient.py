@@ -30,6 +30,8 @@ import copy
 import dataclasses
 import importlib
 import inspect
+import time
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -210,15 +212,51 @@ class Prescient(Agent):
         self.train_env = RandomTraceStart(train_env, self.rngs["starts"])
         self.base: Agent = base_cls(self.train_env, seed=self.seed, **base_kwargs)
         self.trained = False
+        #: offline training steps taken so far (``train_steps`` once trained; less while a stop paused it)
+        self.train_steps_done = 0
+        #: wall-clock seconds this process spent in offline training (float)
+        self.train_wall_s = 0.0
         self.steps = 0
 
-    def train(self) -> Prescient:
-        """Offline training of the base agent for ``train_steps`` (idempotent; returns ``self``)."""
-        if not self.trained:
-            n = self.hp.train_episode_steps
-            self.base.learn(self.hp.train_steps, reset_condition=f"every:{n}" if n else None)
-            self.trained = True
-        return self
+    def train(self, should_stop: Callable[[], bool] | None = None, poll_steps: int = 250) -> Prescient:
+        """Offline training of the base agent for ``train_steps`` (idempotent; returns ``self``).
+
+        With ``should_stop``, training goes in chunks of ``poll_steps`` environment steps and asks it after each;
+        once it says True, training pauses with ``trained`` still False and :attr:`train_steps_done` the steps
+        taken. A later call continues it in memory, and the result is the uninterrupted training's bit for bit
+        (the base agent's stream simply continues). A paused agent has no checkpoint (:meth:`state_dict` refuses):
+        its training environment's state is not part of it, so a run stopped here starts the training afresh.
+
+        Args:
+            should_stop: asked every ``poll_steps`` training steps (a run's SIGINT/SIGTERM request); None: train
+                to the end in one call.
+            poll_steps: training steps between two looks at ``should_stop`` (>= 1).
+
+        Raises:
+            ValueError: for ``poll_steps < 1``.
+        """
+        if isinstance(poll_steps, bool) or not isinstance(poll_steps, int) or poll_steps < 1:
+            raise ValueError(f"poll_steps must be an integer >= 1, got {poll_steps!r}")
+        if self.trained:
+            return self
+        n = self.hp.train_episode_steps
+        total = int(self.hp.train_steps)
+        start = time.perf_counter()
+        try:
+            while True:
+                left = total - self.train_steps_done
+                k = left if should_stop is None else min(poll_steps, left)
+                # the first call sets the reset condition; later ones (None) keep the running one
+                first = self.train_steps_done == 0
+                self.base.learn(k, reset_condition=(f"every:{n}" if n else None) if first else None)
+                self.train_steps_done += k
+                if self.train_steps_done >= total:
+                    self.trained = True
+                    return self
+                if should_stop is not None and should_stop():
+                    return self
+        finally:
+            self.train_wall_s += time.perf_counter() - start
 
     @property
     def train_starts(self) -> np.ndarray:
@@ -243,7 +281,15 @@ class Prescient(Agent):
         self.steps += 1
 
     def state_dict(self) -> dict:
-        """The base agent's state, the training flag, the trace-start generator state and the step counter."""
+        """The base agent's state, the training flag, the trace-start generator state and the step counter.
+
+        Raises:
+            RuntimeError: while offline training is paused part-way (:meth:`train` with ``should_stop``): that
+                state could not be resumed exactly.
+        """
+        if not self.trained and self.train_steps_done:
+            raise RuntimeError(f"{self.name}: offline training paused at step {self.train_steps_done:,} of "
+                               f"{self.hp.train_steps:,} has no checkpoint (finish it with train() first)")
         return {"base": self.base.state_dict(), "trained": self.trained, "steps": self.steps,
                 "rngs": {k: g.bit_generator.state for k, g in self.rngs.items()}}
 
@@ -251,6 +297,7 @@ class Prescient(Agent):
         """Restore :meth:`state_dict` output exactly."""
         self.base.load_state_dict(state["base"])
         self.trained = bool(state["trained"])
+        self.train_steps_done = int(self.hp.train_steps) if self.trained else 0
         self.steps = int(state["steps"])
         for k, s in state["rngs"].items():
             self.rngs[k].bit_generator.state = s

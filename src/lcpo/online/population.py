@@ -768,8 +768,8 @@ def execute_population(configs: Sequence, out_dirs: Sequence[str | Path], *, res
     :class:`lcpo.online.run.RunConfig` s of one cell that differ only in ``seed``, with their run folders). Each
     folder ends as :func:`lcpo.online.run.execute` leaves it (config.json, episodes.csv, diagnostics.csv,
     probes/, tb/, checkpoint/, summary.json), and each summary has the keys of ``execute``'s plus
-    ``population``: ``{"size", "seeds", "steps_per_s" (environment steps of all seeds per second of wall time),
-    "batch_native", "device"}``. Runs already finished with the same configuration are returned as they are; the
+    ``population``: ``{"size", "seeds", "steps_per_s" (environment steps of all seeds per second of the online
+    phase), "batch_native", "device"}``. Runs already finished with the same configuration are returned as they are; the
     others resume per the rules of :func:`lcpo.online.run.resume_plan`, from the later of the population's
     checkpoint and their folder's own.
 
@@ -1077,8 +1077,9 @@ def _execute_locked(*args, **kwargs) -> list[dict]:
 
 def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_at, on_progress,
                                on_message, device, should_stop=None, *, made: list) -> list[dict]:
-    from lcpo.online.run import (STOP_POLL_STEPS, _context_names, _env_metrics, _recorded_run_length_fields,
-                                 _remove_outputs, _trace_info, _write_config, resume_plan, run_summary)
+    from lcpo.online.run import (STOP_POLL_STEPS, _context_names, _env_metrics, _kept_sizes_note,
+                                 _recorded_run_length_fields, _remove_outputs, _trace_info, _write_config,
+                                 resume_plan, run_summary, train_offline)
     from lcpo.online.threads import limit_threads
     from lcpo.persistence.checkpoint import RunCheckpoints, atomic_write_json
     from lcpo.persistence.runlog import RunLog
@@ -1125,8 +1126,10 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
     # replay of every sample); a resumed or extended population keeps the sizes its checkpoint was built with
     length = int(starts[0][1]["config"].get("steps", cfgs[0].steps)) if steps0[0] > 0 else cfgs[0].steps
     overrides = cfgs[0].agent_overrides(length)
+    kept = ""
     if steps0[0] > 0:
         overrides.update(_recorded_run_length_fields(outs[0], cfgs[0]))
+        kept = _kept_sizes_note(cfgs[0], overrides)
     pop = Population._from_configs(cfgs, device=device, overrides=overrides)
     made.append(pop)  # closed by _execute_locked
     if cfgs[0].checkpoint_every and pop.seed_envs is not None:  # as execute: refused before the first step
@@ -1151,7 +1154,7 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
 
             probe = PolicyProbe(outs[j], cfg.probe_every, seed=cfg.seed)
         probes.append(probe)
-    wall_before = 0.0
+    wall_before = offline_before = 0.0
     share_before = [0.0] * n  # each seed's share of the wall time of the processes it ran in (wall_share_s)
     resumed_from: list[list[int]] = [[] for _ in range(n)]
     step0 = steps0[0]
@@ -1159,6 +1162,7 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
         states = [s for _, s, _, _ in starts]
         pop.load_seed_states(states)
         wall_before = max(float(s["wall_time_s"]) for s in states)
+        offline_before = max(float(s.get("offline_train_s", 0.0)) for s in states)
         share_before = _wall_shares(states)
         for j, s in enumerate(states):
             resumed_from[j] = [int(k) for k in s.get("resumed_from", [])] + [step0]
@@ -1185,6 +1189,8 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
             say(f"{out}: resuming from the population checkpoint at step {step0:,}")
         elif plans[active[j]].message:
             say(plans[active[j]].message)
+        if kept:
+            say(f"{out}: {kept}")
 
     def on_update(j, step, diag):
         logs[j].on_update(step, diag)
@@ -1211,6 +1217,21 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
     start = time.perf_counter()
     target = cfgs[0].steps if stop_at is None else min(cfgs[0].steps, stop_at)
     every = cfgs[0].checkpoint_every
+    # prescient members' offline training, before the first step, one after the other: a stop request pauses it
+    # (no checkpoint; the resume trains afresh, bit for bit the same); its time is kept apart from the online steps'
+    with limit_threads(threads):
+        trained, train_s = train_offline(getattr(pop.agents, "members", [pop.agents]), should_stop)
+    offline_s = offline_before + train_s
+    if not trained:
+        if bar is not None:
+            bar.close()
+        for log in logs:
+            log.close()
+        say(f"{cfgs[0].agent}: stopped during the offline training (before the first online step; no checkpoint: "
+            f"the resume trains afresh, to the same result)")
+        for i in active:
+            results[i] = {"interrupted_at": pop.steps}
+        return results
     stores = [RunCheckpoints(out / "checkpoint") for out in outs]
     # each seed's checkpoint names its population, so that a seed that goes on alone still records it
     membership = {"size": n, "seeds": [c.seed for c in cfgs], "batch_native": bool(pop.batch_native),
@@ -1232,7 +1253,7 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
             state = {"config": cfg.to_dict(), "agent": pop.agents.seed_state_dict(j), "loop": loops[j],
                      "log": logs[j].state_dict(), "wall_time_s": wall,
                      "wall_share_s": share_before[j] + (wall - wall_before) / n, "resumed_from": resumed_from[j],
-                     "population": membership}
+                     "population": membership, **({"offline_train_s": offline_s} if offline_s else {})}
             gens.append(stores[j].write_generation(pop.steps, state))
             del state
         atomic_write_json(pop_dir / POINTER, {
@@ -1283,7 +1304,8 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
             if rec is not None:
                 rec.take(pop.steps)
                 rec.write()
-    population = {**membership, "steps_per_s": n * pop.steps / wall if wall > 0 else None}
+    online = wall - offline_s  # the population's online phase (prescient members' offline training excluded)
+    population = {**membership, "steps_per_s": n * pop.steps / online if online > 0 else None}
     for j, (cfg, out) in enumerate(zip(cfgs, outs)):
         log = logs[j]
         log.write(pop.episodes[j], final=True, last_step=pop.steps)
@@ -1292,7 +1314,7 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
                               wall_share=share_before[j] + (wall - wall_before) / n, resumed_from=resumed_from[j],
                               env_metrics=_env_metrics(env_j) if pop.seed_envs is not None else {},
                               trace=_trace_info(env_j), code=code, hyperparameters=pop.hyperparameters(j),
-                              population=population)
+                              offline_train_s=offline_s, population=population)
         atomic_write_json(out / "summary.json", summary)
         results[active[j]] = json.loads((out / "summary.json").read_text())
     # every seed folder now holds its final checkpoint and summary: the population's pointer has done its work

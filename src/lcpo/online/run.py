@@ -47,6 +47,10 @@ from lcpo.online.threads import limit_threads
 __all__ = ["RunConfig", "ResumePlan", "config_changes", "execute", "make_run_env", "resume_plan", "AGENTS"]
 
 
+#: The largest step count a run may be given (2**53: every step count stays an exact integer in float64 and int64).
+MAX_STEPS = 2**53
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that defines one online run.
@@ -68,6 +72,11 @@ class RunConfig:
         diagnostics_every: steps per row of ``diagnostics.csv``.
         probe_every: steps between policy probes for the drift diagnostic (:mod:`lcpo.experiments.drift`;
             0: none, the default; left out of :meth:`to_dict` when 0 so older run ids are unchanged).
+
+    Raises:
+        ValueError: an unknown agent, a step count (``steps``, ``checkpoint_every``, ...) that is not an integer
+            in ``[0, MAX_STEPS]`` (``steps >= 1``), a warm-up not shorter than the run, a malformed reset
+            condition or invalid hyperparameter overrides; the message names the field and value.
     """
 
     env: str = "lcpo/WindyPendulum-v0"
@@ -92,6 +101,10 @@ class RunConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+            if v > MAX_STEPS:
+                shown = f"{v:,}" if v < 10**21 else f"{float(v):.6g}"
+                raise ValueError(f"{name} must be at most 2**53 = {MAX_STEPS:,} (step counts stay exact integers "
+                                 f"in float64 and int64; centuries at a million steps/s), got {shown}")
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         if self.diagnostics_every < 1:
@@ -158,6 +171,33 @@ def make_run_env(config: RunConfig):
 #: Steps between two looks at a run's ``should_stop`` (:func:`execute`): a stop request is seen within this many
 #: steps (well under a second for the bundled environments and agents), and each look costs one function call.
 STOP_POLL_STEPS = 250
+
+
+def train_offline(agents, should_stop: Callable[[], bool] | None = None) -> tuple[bool, float]:
+    """Train the agents that learn offline before their first online step (prescient agents,
+    :class:`lcpo.agents.prescient.Prescient`) and are not trained yet, one after the other, asking ``should_stop``
+    every :data:`STOP_POLL_STEPS` training steps, so that a run's SIGINT/SIGTERM is seen during the training too
+    (it takes minutes: 1.6M steps by default) and not only once it ends. Other agents are left alone.
+
+    Args:
+        agents: a sequence of agents (a population's members, or one agent in a list).
+        should_stop: the run's stop request, or None.
+
+    Returns:
+        ``(finished, seconds)``: False when ``should_stop`` paused a training (that agent has no checkpoint until
+        it finishes: :meth:`~lcpo.agents.prescient.Prescient.train`), and the wall-clock seconds spent training.
+    """
+    from lcpo.agents.prescient import Prescient
+
+    seconds = 0.0  # exactly 0 when nothing trains (other agents, a resumed prescient agent)
+    for agent in agents:
+        if isinstance(agent, Prescient) and not agent.trained:
+            start = time.perf_counter()
+            agent.train(should_stop=should_stop, poll_steps=STOP_POLL_STEPS)
+            seconds += time.perf_counter() - start
+            if not agent.trained:
+                return False, seconds
+    return True, seconds
 
 
 def _run_with_checkpoints(loop: OnlineLoop, target: int, config: RunConfig, checkpoint,
@@ -441,7 +481,7 @@ def _context_names(env) -> tuple[str, ...]:
 
 def run_summary(config: RunConfig, episodes: list, log: RunLog, *, steps: int, wall: float, resumed_from: list,
                 env_metrics: dict, trace: dict | None, code: dict, hyperparameters: dict,
-                wall_share: float | None = None, **extra) -> dict:
+                wall_share: float | None = None, offline_train_s: float = 0.0, **extra) -> dict:
     """A finished run's ``summary.json`` object: one definition for :func:`execute` and for every seed of
     :func:`lcpo.online.population.execute_population`, so the two write the same keys.
 
@@ -451,7 +491,10 @@ def run_summary(config: RunConfig, episodes: list, log: RunLog, *, steps: int, w
             of the processes' wall time, float seconds (``wall_share_s``: each session's wall time divided by the
             number of seeds it ran with; ``wall`` when None). resumed_from: steps it resumed at. env_metrics, trace, code, hyperparameters: as recorded. extra: further keys (a
             population's ``population``).
+        offline_train_s: seconds of ``wall`` spent in a prescient agent's offline training (0 for the others):
+            recorded as ``offline_train_s``; ``steps_per_s`` counts the online phase only (``wall`` less these).
     """
+    online = wall - offline_train_s
     lr = lifelong_return(episodes, config.warmup_steps)
     return {
         "lifelong_return": None if math.isnan(lr) else lr,
@@ -460,7 +503,8 @@ def run_summary(config: RunConfig, episodes: list, log: RunLog, *, steps: int, w
         "steps": steps,
         "wall_time_s": wall,
         "wall_share_s": wall if wall_share is None else wall_share,
-        "steps_per_s": steps / wall if wall > 0 else None,
+        "steps_per_s": steps / online if online > 0 else None,
+        "offline_train_s": offline_train_s,
         "updates": log.updates,
         # None where the agent never takes a constrained step or samples OOD states (A2C, PPO, DDQN...): a
         # fraction of nothing, not 0
@@ -510,15 +554,18 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
         should_stop: optional callable asked every :data:`STOP_POLL_STEPS` steps (a sweep worker's stop flag,
             set by SIGINT/SIGTERM): once it returns True the run writes a checkpoint where it stands (unless
             ``checkpoint_every`` is 0) and returns ``{"interrupted_at": steps}`` without a summary; resuming it
-            later gives the uninterrupted run's results.
+            later gives the uninterrupted run's results. A prescient agent's offline training, before the first
+            step, asks it too (:func:`train_offline`): stopped there, the run returns ``{"interrupted_at": 0}``
+            with no checkpoint, and its resume trains afresh.
 
     Returns:
         The summary dict (also written to ``summary.json``): ``lifelong_return``, ``episodes``,
         ``scored_episodes`` (how many of them end after the warm-up, i.e. enter the lifelong return), ``steps``,
         ``wall_time_s``, ``wall_share_s`` (this run's share of its processes' wall time: equal to
         ``wall_time_s`` for a run that always ran alone, the population's time divided by its size for the sessions
-        it ran in one), ``steps_per_s``, ``constrained_fraction``, ``line_search_accept_fraction``,
-        ``ood_fraction`` (these three None for an agent that never reports constrained steps / OOD sampling),
+        it ran in one), ``steps_per_s`` (online steps per second of the online phase), ``offline_train_s`` (the
+        seconds of ``wall_time_s`` a prescient agent spent training offline, 0 for the others),
+        ``constrained_fraction``, ``line_search_accept_fraction``, ``ood_fraction`` (these three None for an agent that never reports constrained steps / OOD sampling),
         ``resumed_from`` (the steps this run was resumed or extended from, ``[]`` if it ran
         in one go), ``trace`` (the trace the environment ran on: ``{"name", "length", "unit"}``, e.g.
         ``ndbc-46002``, 575501 steps, for the default run; None if the environment exposes none),
@@ -576,6 +623,20 @@ def _recorded_run_length_fields(out: Path, config: RunConfig) -> dict:
     return {k: recorded[k] for k in names if isinstance(recorded.get(k), int) and not isinstance(recorded[k], bool)}
 
 
+def _kept_sizes_note(config: RunConfig, overrides: dict) -> str:
+    """For a run resumed or extended to ``config.steps``: the run-length-dependent sizes it keeps from its first
+    length that differ from what a fresh run of ``config.steps`` would get (empty string when none do)."""
+    fresh = config.agent_overrides()
+    diff = [(k, v, fresh[k]) for k, v in sorted(overrides.items())
+            if k in fresh and k not in config.overrides and fresh[k] != v]
+    if not diff:
+        return ""
+    kept = ", ".join(f"{k}={v:,}" for k, v, _ in diff)
+    would = ", ".join(f"{k}={f:,}" for k, _, f in diff)
+    return (f"keeps {kept} from the run's first length (a fresh {config.steps:,}-step run would use {would}: "
+            f"the results differ; set them with --set to compare)")
+
+
 def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, threads: int | None,
                     stop_at: int | None, on_progress, on_message, should_stop=None) -> dict:
     summary_path = out / "summary.json"
@@ -606,8 +667,10 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
     if state is not None:  # an extended run keeps the memories it started with
         length = int(state.get("config", {}).get("steps", config.steps))
     overrides = config.agent_overrides(length)
+    kept = ""
     if state is not None:
         overrides.update(_recorded_run_length_fields(out, config))
+        kept = _kept_sizes_note(config, overrides)
     agent = AGENTS[config.agent](env, seed=config.seed, **overrides)
     log = RunLog(out, _context_names(env), every=config.diagnostics_every, tensorboard=False)
     from lcpo.experiments.snapshots import SnapshotRecorder
@@ -627,7 +690,7 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
             probe.on_update(step, agent)
     loop = OnlineLoop(env, agent, config.reset, seed=config.seed, on_update=on_update,
                       on_episode=log.on_episode)
-    wall_before = share_before = 0.0
+    wall_before = share_before = offline_before = 0.0
     resumed_from: list[int] = []
     population = None  # the population this run last ran in, when it goes on alone after one
     if state is not None:
@@ -637,6 +700,7 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         wall_before = float(state["wall_time_s"])
         # a seed going on alone after a population: only its share of the population's time is its own
         share_before = float(state.get("wall_share_s", wall_before))
+        offline_before = float(state.get("offline_train_s", 0.0))
         resumed_from = [int(k) for k in state.get("resumed_from", [])] + [int(loop.steps)]
         if state.get("population") is not None:  # provenance (issue 27 item 5): which population it ran in
             population = {"alone_from": int(loop.steps), **state["population"]}
@@ -659,6 +723,8 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         say(f"{out}: resuming from the population checkpoint {pop_dir / POINTER} at step {step0:,}")
     elif plan.message:
         say(plan.message)
+    if kept:
+        say(f"{out}: {kept}")
 
     bar = None
     if progress:
@@ -684,6 +750,18 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
     loop.on_episode = on_episode
     start = time.perf_counter()
     target = config.steps if stop_at is None else min(config.steps, stop_at)
+    # a prescient agent's offline training, before its first step: a stop request pauses it (no checkpoint; the
+    # resume trains afresh, the same training bit for bit); its time is kept apart from the online steps'
+    with limit_threads(threads):
+        trained, train_s = train_offline([agent], should_stop)
+    offline_s = offline_before + train_s
+    if not trained:
+        if bar is not None:
+            bar.close()
+        log.close()
+        say(f"{out}: stopped during the offline training of {config.agent} (before the first online step; no "
+            f"checkpoint: the resume trains afresh, to the same result)")
+        return {"interrupted_at": loop.steps}
 
     def checkpoint():
         if snaps is not None:
@@ -695,6 +773,7 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
                                   "loop": loop.state_dict(), "log": log.state_dict(),
                                   "wall_time_s": wall_before + elapsed, "wall_share_s": share_before + elapsed,
                                   "resumed_from": resumed_from,
+                                  **({"offline_train_s": offline_s} if offline_s else {}),
                                   **({"population": population} if population is not None else {})},
                      config=config.to_dict())
         log.write(loop.episodes)  # after the commit: never ahead of the committed checkpoint
@@ -717,7 +796,7 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
     summary = run_summary(config, loop.episodes, log, steps=loop.steps, wall=wall,
                           wall_share=share_before + wall - wall_before, resumed_from=resumed_from,
                           env_metrics=_env_metrics(env), trace=_trace_info(env), code=code,
-                          hyperparameters=dataclasses.asdict(agent.hp),
+                          hyperparameters=dataclasses.asdict(agent.hp), offline_train_s=offline_s,
                           **({"population": population} if population is not None else {}))
     atomic_write_json(summary_path, summary)
     return json.loads(summary_path.read_text())  # the JSON form: the same object a resumed call returns
