@@ -95,6 +95,34 @@ def test_extended_run_keeps_the_reservoir_it_started_with(tmp_path):
 
     assert cfg(1200).agent_overrides()["reservoir_size"] == 12
     for steps in (400, 800, 1200):
-        summary = execute(cfg(steps), tmp_path / "run", resume=True)
+        said = []
+        summary = execute(cfg(steps), tmp_path / "run", resume=True, on_message=said.append)
         assert summary["steps"] == steps
         assert summary["hyperparameters"]["reservoir_size"] == 4
+        # the extension says what it keeps, and what a fresh run of that length would use
+        kept = [m for m in said if ": keeps " in m]
+        if steps == 400:
+            assert kept == []
+        else:
+            assert kept == [f"{tmp_path / 'run'}: keeps reservoir_size=4 from the run's first length (a fresh "
+                            f"{steps:,}-step run would use reservoir_size={steps // 100}: the results differ; set "
+                            "them with --set to compare)"]
+
+
+def test_an_extended_population_names_the_sizes_it_keeps(tmp_path):
+    """The population path says the same as execute: 2 LCPO seeds of 400 steps extended to 800."""
+    from lcpo.online.population import execute_population
+
+    def cfgs(steps):
+        return [RunConfig(agent="lcpo", steps=steps, checkpoint_every=400, diagnostics_every=200, seed=s,
+                          overrides={"rollout_steps": 200, "ood_batch": 1, "ood_candidates_factor": 1})
+                for s in (0, 1)]
+
+    outs = [tmp_path / "s0", tmp_path / "s1"]
+    execute_population(cfgs(400), outs)
+    said = []
+    got = execute_population(cfgs(800), outs, resume=True, on_message=said.append)
+    assert [g["hyperparameters"]["reservoir_size"] for g in got] == [4, 4]
+    assert [m for m in said if ": keeps " in m] == [
+        f"{o}: keeps reservoir_size=4 from the run's first length (a fresh 800-step run would use "
+        "reservoir_size=8: the results differ; set them with --set to compare)" for o in outs]
