@@ -10,7 +10,8 @@ SRC = Path(lcpo.__file__).resolve().parent
 
 
 def test_package_root_holds_only_subpackages():
-    modules = sorted(p.name for p in SRC.glob("*.py") if p.name != "__init__.py")
+    """Beside the subpackages, only ``__init__.py`` and ``__main__.py`` (``python -m lcpo``, the CLI's entry)."""
+    modules = sorted(p.name for p in SRC.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
     assert modules == []
 
 

@@ -100,7 +100,8 @@ def test_greedy_action_and_probabilities_follow_the_table():
 
 
 def test_needs_an_environment_with_discrete_states():
-    with pytest.raises(TypeError, match="discrete states"):
+    with pytest.raises(TypeError, match=r"discrete states .* as lcpo/TrapGrid-v0 declares\), "
+                                        r"got lcpo/ContinuingChain-v0$"):
         TabularA2C(gym.make("lcpo/ContinuingChain-v0"), seed=0)
 
 

@@ -177,3 +177,15 @@ def test_prescient_run_prints_the_line_before_its_result(capsys, tmp_path):
     assert lines[0] == ("prescient-a2c: training offline for 300 steps over the whole trace first "
                         "(set train_steps to change)")
     assert lines[1].startswith("prescient-a2c seed 0: lifelong return")
+
+
+@pytest.mark.parametrize("flag, value", [("--steps", "1e20"), ("--checkpoint-every", "9007199254740993")])
+def test_a_step_count_beyond_2_to_the_53_is_refused(capsys, tmp_path, flag, value):
+    """1e20 steps were accepted (stored in config.json, beyond int64) and the run went on for ever."""
+    rc = main(["run", "--agent", "a2c", "--no-progress", "--out", str(tmp_path / "runs"), flag, value])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    given = int(float(value)) if "e" in value else int(value)
+    assert "must be at most 2**53 = 9,007,199,254,740,992" in err and err.rstrip().endswith(f"got {given:,}")
+    assert not (tmp_path / "runs").exists()
+    assert RunConfig(steps=2**53).steps == 2**53  # the bound itself is a valid run length

@@ -392,3 +392,19 @@ def test_lcpo_run_into_a_sweep_folder_is_refused(capsys, tmp_path):
     assert rc == 2 and "Traceback" not in err
     assert f"{tmp_path} is a sweep folder (it holds sweep.json)" in err and "another --out" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.json"]
+
+
+def test_a_grid_value_a_run_refuses_is_named_with_the_config_file(capsys, tmp_path):
+    """An override the run refuses (gamma 1.5 in a grid) is found when the grid expands, after the file parsed;
+    its one line names the file like every other config error, and nothing is written."""
+    from lcpo.cli.main import main
+
+    config = tmp_path / "grid.toml"
+    config.write_text('envs = ["lcpo/WindyPendulum-v0"]\ntraces = ["wind-1"]\nagents = ["a2c"]\nseeds = 2\n'
+                      'steps = 1000\n[overrides.a2c]\ngamma = [0.9, 1.5]\n')
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(config), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"lcpo sweep: error: {config}: overrides.a2c (env 'lcpo/WindyPendulum-v0', trace 'wind-1'): "
+                   "hyperparameter 'gamma' must be in (0, 1], got 1.5\n")
+    assert not out.exists()

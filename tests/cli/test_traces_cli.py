@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -36,6 +37,21 @@ def test_make_writes_the_resolved_trace(tmp_path, capsys, suffix):
     np.testing.assert_array_equal(loaded.values, resolve_trace("wind-3", length=2000, seed=5).values)
     assert loaded.name == "wind-3" and loaded.metadata["seed"] == 5
     assert (tmp_path / f"w3{suffix}.json").exists()
+
+
+def test_make_and_plot_create_missing_folders_once_the_input_is_good(tmp_path, capsys):
+    """As `lcpo run --out a/b/c` creates its folder; a refused name creates nothing. The sidecar is named with
+    its folder."""
+    out = tmp_path / "tr" / "deeper" / "w2.npy"
+    assert cli.main(["make", "wnd-2", "--out", str(out)]) == 2
+    assert not (tmp_path / "tr").exists()
+    capsys.readouterr()
+    assert cli.main(["make", "wind-2", "--length", "500", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.endswith(f"and {out}.json\n")
+    assert out.is_file() and Path(f"{out}.json").is_file()
+    png = tmp_path / "figs" / "w2.png"
+    assert cli.main(["plot", "wind-2", "--length", "500", "--out", str(png)]) == 0
+    assert png.is_file()
 
 
 def test_make_unknown_name_fails_with_message(tmp_path, capsys):

@@ -102,6 +102,11 @@ def test_checks_name_the_path_and_the_folder_at_fault(tmp_path):
     made = check_output_dir(tmp_path / "new" / "deeper", create=True)
     assert made.is_dir() and sorted(p.name for p in tmp_path.iterdir()) == ["new", "notes.txt"]  # probe removed
     assert check_output_file(tmp_path / "more" / "t.npy", create_parent=True) == tmp_path / "more" / "t.npy"
+    # checked now, created later: nothing made by the check
+    assert check_output_file(tmp_path / "later" / "t.npy", missing_parent_ok=True) == tmp_path / "later" / "t.npy"
+    assert not (tmp_path / "later").exists()
+    with pytest.raises(OutputError, match=re.escape(f"{f}")):
+        check_output_file(f / "a" / "t.npy", missing_parent_ok=True)
 
 
 @pytest.mark.skipif(not (Path("/proc/self").is_dir() and os.access("/proc", os.W_OK | os.X_OK)),

@@ -40,6 +40,15 @@ def test_version_from_the_installed_command_exits_zero():
     assert proc.returncode == 0 and proc.stdout.startswith(f"lcpo {lcpo.__version__} (commit "), proc.stderr
 
 
+def test_python_dash_m_lcpo_is_the_lcpo_command():
+    """`python -m lcpo` failed ("No module named lcpo.__main__"); it is the command, exit status included."""
+    proc = subprocess.run([sys.executable, "-m", "lcpo", "--version"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith(f"lcpo {lcpo.__version__} (commit "), proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "lcpo", "run", "--steps", "0"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith("lcpo run: error: argument --steps"), proc.stderr
+
+
 @pytest.mark.parametrize("argv, prefix", [
     (["run", "--agent", "a2c", "--set", "gamma=2", "--steps", "50"], "lcpo run: error: "),
     (["report", "/nonexistent/lcpo-sweep-folder"], "lcpo report: error: "),

@@ -33,12 +33,17 @@ def test_a_replay_buffer_larger_than_memory_is_refused_naming_buffer_size(monkey
 def test_the_cli_names_the_setting_for_an_impossible_run_length(tmp_path, capsys):
     from lcpo.cli.main import main
 
-    rc = main(["run", "--agent", "lcpo", "--steps", "1e17", "--out", str(tmp_path / "runs"), "--no-progress"])
+    rc = main(["run", "--agent", "lcpo", "--steps", "1e15", "--out", str(tmp_path / "runs"), "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("lcpo run: error: a reservoir of") and "reservoir_size" in err
     assert not (tmp_path / "runs").exists()
-    # a run length whose 1% reservoir is beyond int64 is refused before any memory check, naming the setting too
+    # a run length beyond 2**53 is refused first (RunConfig.MAX_STEPS), a reservoir beyond int64 before any
+    # memory check; each names its setting
     rc = main(["run", "--agent", "lcpo", "--steps", "1e30", "--out", str(tmp_path / "runs"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("lcpo run: error: steps must be at most 2**53") and err.endswith("got 1e+30\n")
+    rc = main(["run", "--agent", "lcpo", "--steps", "1000", "--set", "reservoir_size=1e30", "--out",
+               str(tmp_path / "runs"), "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("lcpo run: error: hyperparameter 'reservoir_size' = ") and "int64" in err
     assert not (tmp_path / "runs").exists() and err.count("\n") == 1

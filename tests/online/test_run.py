@@ -49,6 +49,13 @@ def test_warmup_excludes_early_episodes(tmp_path):
 
     table = _results_table([(_cfg(agent="a2c", overrides={}), s_all, tmp_path / "a")]).splitlines()
     assert table[0].split()[-1] == "constrained" and table[1].split()[-1] == "-"
+    assert table[0].split()[-3] == "episodes"
+    # a continuing run's lifelong return averages fixed windows: the column says so, mixed tables say both
+    windows = {**s_all, "return_unit": "200-step window"}
+    cfg = _cfg(agent="a2c", overrides={})
+    assert _results_table([(cfg, windows, tmp_path / "a")]).splitlines()[0].split()[-3] == "windows"
+    mixed = _results_table([(cfg, windows, tmp_path / "a"), (cfg, s_all, tmp_path / "b")]).splitlines()[0]
+    assert mixed.split()[-3] == "episodes/windows"
 
 
 @pytest.mark.parametrize("agent", ["lcpo", "a2c"])

@@ -159,8 +159,10 @@ class TabularA2C(A2C):
         base = self.env.unwrapped
         n_states, index = getattr(base, "n_tabular_states", None), getattr(base, "tabular_index", None)
         if n_states is None or index is None:
+            spec = getattr(self.env, "spec", None) or getattr(base, "spec", None)
+            name = spec.id if spec is not None else type(base).__name__
             raise TypeError(f"TabularA2C needs an environment with discrete states (n_tabular_states and "
-                            f"tabular_index(obs)), got {base!r}")
+                            f"tabular_index(obs), as lcpo/TrapGrid-v0 declares), got {name}")
         out = self.action_dims * self.action_bins
         actor = CategoricalPolicy(self.obs_dim, self.action_dims, self.action_bins,
                                   body=TableBody(index, n_states, out))

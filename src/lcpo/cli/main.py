@@ -42,8 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = LcpoParser(
         prog="lcpo", description="Online RL in non-stationary, context-driven environments (LCPO and baselines). "
                                  f"A bare `lcpo` starts the default run, `lcpo run`: LCPO on the windy Pendulum "
-                                 f"over the bundled real wind trace for {DEFAULT_STEPS:,} steps (about 2 minutes "
-                                 "on 2 busy cores).",
+                                 f"over the bundled real wind trace for {DEFAULT_STEPS:,} steps (about a minute on "
+                                 "one core: 55 s measured, README).",
         epilog="Help and list commands import no learning code and answer at once; "
                "`lcpo COMMAND --help` for each command.")
     parser.add_argument("--version", action=_VersionAction,

@@ -14,7 +14,7 @@ from lcpo.cli.catalog import DEFAULT_TRACE
 __all__ = ["add_parser", "add_resume_parser", "cmd_resume", "cmd_run", "find_run_folders", "parse_assignments",
            "DEFAULT_STEPS"]
 
-#: Steps of the bundled default run (`lcpo run` with no arguments): about 2 minutes on 2 busy cores.
+#: Steps of the bundled default run (`lcpo run` with no arguments): about a minute on one core (README).
 DEFAULT_STEPS = 1_000_000
 
 
@@ -318,7 +318,10 @@ def _results_table(results: list) -> str:
     widths = [max([len(name)] + [len(v) for v in values]) for name, values in cols]
     w = max([10] + [len(c.agent) for c, *_ in results])
     lead = "".join(f"{name:<{wd}} " for (name, _), wd in zip(cols, widths))
-    lines = [f"{lead}{'agent':<{w}} {'seed':>4} {'lifelong return':>16} {'episodes':>9} {'steps/s':>9} "
+    # what the lifelong return averages: episodes, or (continuing runs) fixed windows of steps
+    units = {s.get("return_unit", "episode") for _, s, _ in results}
+    count = "episodes" if units == {"episode"} else "windows" if "episode" not in units else "episodes/windows"
+    lines = [f"{lead}{'agent':<{w}} {'seed':>4} {'lifelong return':>16} {count:>9} {'steps/s':>9} "
              f"{'constrained':>11}"]
     for i, (cfg, s, _) in enumerate(results):
         lead = "".join(f"{values[i]:<{wd}} " for (_, values), wd in zip(cols, widths))

@@ -74,7 +74,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "any language over HTTP/JSON: POST /v1/step (one round trip per step), /v1/act + /v1/observe "
                     "(rewards known later), GET /v1/status, /metrics, /openapi.json. Every accepted request is "
                     "in an append-only log under --state before it is answered; checkpoints are atomic; a restart "
-                    "on the same --state continues exactly. Needs `pip install 'lcpo[serve]'`. docs/serving.md.")
+                    "on the same --state continues exactly. Needs `pip install 'lcpo[serve]'` (a source checkout: "
+                    "`pip install -e '.[serve]'`). docs/serving.md.")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--env", metavar="ID", help="environment id giving the spaces and context entries (never "
                                                  "stepped by the server)")
@@ -153,7 +154,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
     except ImportError:
-        raise ValueError("lcpo serve needs its extra: pip install 'lcpo[serve]'") from None
+        raise ValueError("lcpo serve needs its extra: pip install 'lcpo[serve]' (from a source checkout: "
+                         "pip install -e '.[serve]')") from None
     import signal
     import sys
 

@@ -76,9 +76,12 @@ def run(args: argparse.Namespace) -> int:
     from lcpo.experiments.runner import SweepInterrupted, run_sweep, select_runs
 
     try:
-        cfg = load_config(args.config, executor=args.executor)
+        cfg = load_config(args.config, executor=args.executor)  # its errors name the file
         notices: list[str] = []
-        specs = expand(cfg, executor=args.executor, notices=notices)
+        try:
+            specs = expand(cfg, executor=args.executor, notices=notices)
+        except ConfigError as exc:  # a run the grid resolves to is refused: named with the file too
+            raise ConfigError(f"{args.config}: {exc}") from None
     except ConfigError as exc:
         print(f"lcpo sweep: error: {exc}", file=sys.stderr)
         return 2

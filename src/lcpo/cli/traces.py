@@ -51,8 +51,9 @@ def _cmd_make(args: argparse.Namespace) -> int:
 
     _check_out(args.out)
     trace = resolve_trace(args.name, length=args.length, seed=args.seed)
+    _create_folder(args.out)
     path = save_trace(trace, args.out)
-    print(f"wrote {path} ({len(trace)} x {trace.dim}, name {trace.name!r}) and {path.name}.json")
+    print(f"wrote {path} ({len(trace)} x {trace.dim}, name {trace.name!r}) and {path}.json")
     return 0
 
 
@@ -75,19 +76,28 @@ def _cmd_import(args: argparse.Namespace) -> int:
         trace, report = import_csv(args.file, time_column=args.time, columns=columns,
                                    step_seconds=args.step_seconds, length=args.length, scale=args.scale,
                                    na_values=na_values, name=args.name)
+    _create_folder(args.out)
     path = save_trace(trace, args.out)
     print("\n".join(report.lines()))
-    print(f"wrote {path} ({len(trace):,} x {trace.dim}, name {trace.name!r}) and {path.name}.json; use it with "
+    print(f"wrote {path} ({len(trace):,} x {trace.dim}, name {trace.name!r}) and {path}.json; use it with "
           f"--trace {path}")
     return 0
 
 
 def _check_out(out) -> None:
     """Refuse an ``--out`` file that cannot be written before any work (one line naming it; see
-    :mod:`lcpo.persistence.outputs`)."""
+    :mod:`lcpo.persistence.outputs`). Missing folders are accepted (created by :func:`_create_folder` once the
+    input is known good, as ``lcpo run --out`` creates its folder)."""
     from lcpo.persistence.outputs import check_output_file
 
-    check_output_file(out)
+    check_output_file(out, missing_parent_ok=True)
+
+
+def _create_folder(out) -> None:
+    """Create the missing folders of the ``--out`` file :func:`_check_out` accepted, just before it is written."""
+    from lcpo.persistence.outputs import check_output_file
+
+    check_output_file(out, create_parent=True)
 
 
 def _trace_error(message: str):
@@ -163,6 +173,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
     _check_out(args.out)
     traces = [resolve_trace(spec, length=args.length, seed=args.seed) for spec in args.traces]
+    _create_folder(args.out)
     path = plot_traces(traces, args.out)
     print(f"wrote {path}")
     return 0

@@ -80,22 +80,31 @@ def check_output_dir(path: str | os.PathLike, what: str = "--out", create: bool 
     return path
 
 
-def check_output_file(path: str | os.PathLike, what: str = "--out", create_parent: bool = False) -> Path:
+def check_output_file(path: str | os.PathLike, what: str = "--out", create_parent: bool = False,
+                      missing_parent_ok: bool = False) -> Path:
     """Check that file ``path`` can be written (created or replaced): its folder exists (or, with
-    ``create_parent``, can be created) and can be written, and ``path`` is not a folder.
+    ``create_parent`` or ``missing_parent_ok``, can be created) and can be written, and ``path`` is not a folder.
+
+    Args:
+        path: the file.
+        what: how the user named it, for the message.
+        create_parent: create the missing folders once the check passed.
+        missing_parent_ok: accept missing folders that could be created, without creating them (a command that
+            checks first and writes later, once its input is known good, creates them then).
 
     Returns:
         ``Path(path)``.
 
     Raises:
-        OutputError: (a ValueError) ``path`` is a folder, its folder is missing (without ``create_parent``), a
-            parent is a file, or the folder cannot be written; the message names ``path``.
+        OutputError: (a ValueError) ``path`` is a folder, its folder is missing (without ``create_parent`` or
+            ``missing_parent_ok``), a parent is a file, or the folder cannot be written; the message names
+            ``path``.
     """
     path = Path(path)
     if path.is_dir():
         raise OutputError(f"{what} {path} is a folder; give a file name")
     parent = path.parent
-    if not create_parent and not parent.exists():
+    if not (create_parent or missing_parent_ok) and not parent.exists():
         existing = _nearest_existing(parent)
         if not existing.is_dir():
             raise OutputError(f"{what} {path}: {existing} is a file, not a folder")
