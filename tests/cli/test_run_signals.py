@@ -5,6 +5,7 @@ uninterrupted one."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,3 +58,29 @@ def test_a_signal_checkpoints_where_the_runs_stand_and_the_resume_equals_an_unbr
     for k in (0, 1):
         for f in ("episodes.csv", "diagnostics.csv"):
             assert (out / f"a2c-s{k}" / f).read_bytes() == (tmp_path / "unbroken" / f"a2c-s{k}" / f).read_bytes()
+
+
+def test_a_signal_during_a_prescient_agents_offline_training_stops_it_there(tmp_path):
+    """Before, the process ran the whole offline training (1.6M steps by default, about a minute) before it
+    stopped. Now it stops within STOP_POLL_STEPS training steps; no checkpoint, and the last line says so."""
+    out = tmp_path / "p"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "lcpo.cli.main", "run", "--agent", "prescient-a2c", "--trace",
+                             "wind-3", "--steps", "1000", "--set", "hidden=[16]", "--no-progress", "--out", str(out)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "prescient-a2c-s0" / "config.json").is_file() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the folder is written just before the training starts
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGINT, err
+    m = re.search(r"stopped during the offline training of prescient-a2c at its step ([\d,]+) of 1,600,000", err)
+    assert m and 0 < int(m.group(1).replace(",", "")) < 1_600_000, err  # part-way, not after the whole training
+    assert ("lcpo: stopped by SIGINT; the runs keep their checkpoints (1 stopped before their first: it starts "
+            f"afresh, to the same result): `lcpo resume {out}` continues them") in err
+    assert not (out / "prescient-a2c-s0" / "checkpoint").exists() or not any(
+        (out / "prescient-a2c-s0" / "checkpoint").glob("step-*"))

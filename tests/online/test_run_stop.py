@@ -56,7 +56,10 @@ def test_a_stop_request_during_a_prescient_agents_offline_training_is_seen_there
         return len(asked) >= 2
 
     out = tmp_path / "cut"
-    assert execute(cfg, out, should_stop=should_stop) == {"interrupted_at": 0}
+    said = []
+    assert execute(cfg, out, should_stop=should_stop, on_message=said.append) == {"interrupted_at": 0}
+    assert said[-1] == (f"{out}: stopped during the offline training of prescient-a2c at its step 500 of 3,000 "
+                        "(before the first online step; no checkpoint: the resume trains afresh, to the same result)")
     assert len(asked) == 2  # asked during the training, every STOP_POLL_STEPS training steps
     assert RunCheckpoints(out / "checkpoint").latest() is None and not (out / "summary.json").exists()
     assert (out / "config.json").is_file()  # `lcpo resume` finds it
@@ -71,7 +74,11 @@ def test_a_population_of_prescient_agents_stops_during_their_offline_training(tm
     cfgs = [_cfg(agent="prescient-a2c", overrides={"train_steps": 2000}, steps=400, seed=s) for s in (0, 1)]
     outs = [tmp_path / f"s{s}" for s in (0, 1)]
     asked = []
-    got = execute_population(cfgs, outs, should_stop=lambda: asked.append(1) or len(asked) >= 10)
+    said = []
+    got = execute_population(cfgs, outs, should_stop=lambda: asked.append(1) or len(asked) >= 10,
+                             on_message=said.append)
+    assert said[-1] == ("prescient-a2c: stopped during the offline training of seed 1 at its step 750 (before the "
+                        "first online step; no checkpoint: the resume trains afresh, to the same result)")
     # seed 0 trains its 2,000 steps (7 looks: none after its last chunk), seed 1 is paused at its third
     assert got == [{"interrupted_at": 0}] * 2 and len(asked) == 10
     assert all(RunCheckpoints(o / "checkpoint").latest() is None for o in outs)

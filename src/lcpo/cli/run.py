@@ -231,9 +231,19 @@ def _execute_all(planned: list, resume: bool, progress: bool, batch: bool = True
     if signals.signum is not None:
         import signal
 
+        from lcpo.persistence.checkpoint import RunCheckpoints
+
         outs = sorted({str(out.parent) for _, out, _ in planned})
-        kept = ("the runs keep their checkpoints" if all(cfg.checkpoint_every for cfg, _, _ in planned)
-                else "the runs keep their checkpoints (none where --checkpoint-every is 0)")
+        # the runs that started and did not finish, and of them those with no checkpoint at all (stopped before
+        # their first, e.g. during a prescient agent's offline training, or run with --checkpoint-every 0)
+        done = {str(out) for _, _, out in results}
+        started = [out for _, out, _ in planned if str(out) not in done and (out / "config.json").is_file()]
+        bare = sum(RunCheckpoints(out / "checkpoint").latest() is None for out in started)
+        kept = ("the runs keep their checkpoints" if not bare
+                else f"the runs keep their checkpoints ({bare} stopped before their first: it starts afresh, to the "
+                     "same result)" if bare == 1 else
+                f"the runs keep their checkpoints ({bare} stopped before their first: they start afresh, to the "
+                "same results)")
         say(f"lcpo: stopped by {signal.Signals(signals.signum).name}; {kept}: `lcpo resume {' '.join(outs)}` "
             "continues them")
         return 128 + int(signals.signum)

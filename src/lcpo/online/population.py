@@ -1227,8 +1227,11 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
             bar.close()
         for log in logs:
             log.close()
-        say(f"{cfgs[0].agent}: stopped during the offline training (before the first online step; no checkpoint: "
-            f"the resume trains afresh, to the same result)")
+        paused = [(c.seed, a) for c, a in zip(cfgs, getattr(pop.agents, "members", [pop.agents]))
+                  if getattr(a, "train_steps_done", 0) and not a.trained]
+        where = f" of seed {paused[0][0]} at its step {paused[0][1].train_steps_done:,}" if paused else ""
+        say(f"{cfgs[0].agent}: stopped during the offline training{where} (before the first online step; no "
+            "checkpoint: the resume trains afresh, to the same result)")
         for i in active:
             results[i] = {"interrupted_at": pop.steps}
         return results

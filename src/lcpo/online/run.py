@@ -759,8 +759,9 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         if bar is not None:
             bar.close()
         log.close()
-        say(f"{out}: stopped during the offline training of {config.agent} (before the first online step; no "
-            f"checkpoint: the resume trains afresh, to the same result)")
+        say(f"{out}: stopped during the offline training of {config.agent} at its step "
+            f"{agent.train_steps_done:,} of {agent.hp.train_steps:,} (before the first online step; no checkpoint: "
+            "the resume trains afresh, to the same result)")
         return {"interrupted_at": loop.steps}
 
     def checkpoint():
