@@ -148,7 +148,7 @@ def test_training_paused_by_a_stop_request_and_continued_is_the_uninterrupted_tr
     paused = make()
     paused.train(should_stop=lambda: asked.append(1) or len(asked) in (3, 9), poll_steps=37)
     assert not paused.trained and paused.train_steps_done == 3 * 37
-    with pytest.raises(RuntimeError, match="paused at step 111 of 1,000"):
+    with pytest.raises(RuntimeError, match="stopped at step 111 of 1,000"):
         paused.state_dict()
     paused.train(should_stop=lambda: asked.append(1) or len(asked) in (3, 9), poll_steps=37)
     assert not paused.trained and paused.train_steps_done == 9 * 37
@@ -160,3 +160,28 @@ def test_training_paused_by_a_stop_request_and_continued_is_the_uninterrupted_tr
     assert [r[3] for r in whole.base.episodes][:3] == [30, 30, 30]  # the reset condition held across the chunks
     with pytest.raises(ValueError, match="poll_steps must be an integer >= 1, got 0"):
         make().train(poll_steps=0)
+    assert make().train(should_stop=lambda: True, poll_steps=np.int64(100)).train_steps_done == 100
+
+
+def test_training_cut_short_by_an_exception_keeps_its_count_and_refuses_a_checkpoint():
+    """A Ctrl-C inside a chunk (here an exception from the environment at its 130th step) leaves the count at
+    the steps taken: no checkpoint of that state, and a later train() stops at train_steps, not beyond."""
+    env = make_env("lcpo/WindyPendulum-v0", trace="wind-3")
+    agent = PrescientA2C(env, seed=0, train_steps=600)
+    calls = [0]
+    step = agent.train_env.step
+
+    def failing(action):
+        calls[0] += 1
+        if calls[0] == 130:
+            raise KeyboardInterrupt
+        return step(action)
+
+    agent.train_env.step = failing
+    with pytest.raises(KeyboardInterrupt):
+        agent.train(should_stop=lambda: False, poll_steps=100)
+    assert not agent.trained and agent.train_steps_done == 129
+    with pytest.raises(RuntimeError, match="stopped at step 129 of 600"):
+        agent.state_dict()
+    agent.train()
+    assert agent.trained and agent.base.steps == 600 and agent.train_steps_done == 600

@@ -126,3 +126,15 @@ def test_an_extended_population_names_the_sizes_it_keeps(tmp_path):
     assert [m for m in said if ": keeps " in m] == [
         f"{o}: keeps reservoir_size=4 from the run's first length (a fresh 800-step run would use "
         "reservoir_size=8: the results differ; set them with --set to compare)" for o in outs]
+
+
+def test_no_note_when_neither_size_fills():
+    """A replay buffer of the whole run never fills: an interrupted 3,000-step DDQN run resumed as a 2,500-step run
+    keeps buffer_size 3,000 where a fresh one would have 2,500, and the two runs are the same: nothing to say."""
+    from lcpo.online.run import _kept_sizes_note
+
+    cfg = RunConfig(agent="ddqn", steps=2500)
+    assert _kept_sizes_note(cfg, {"buffer_size": 3000}) == ""
+    assert "buffer_size=3,000" in _kept_sizes_note(RunConfig(agent="ddqn", steps=5000), {"buffer_size": 3000})
+    assert _kept_sizes_note(RunConfig(agent="ddqn", steps=5000, overrides={"buffer_size": 3000}),
+                            {"buffer_size": 3000}) == ""  # set by the user: nothing kept by default

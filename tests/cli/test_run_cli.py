@@ -161,6 +161,9 @@ def test_prescient_announces_offline_training(capsys):
                                        "first (set train_steps to change)\n")
     _announce_offline_training(_cfg("prescient-trpo", train_steps=2500))
     assert "prescient-trpo: training offline for 2,500 steps" in capsys.readouterr().err
+    _announce_offline_training(_cfg("prescient-a2c", train_steps=2500), seeds=3)  # once for a population
+    assert capsys.readouterr().err == ("prescient-a2c: training offline for 2,500 steps for each of 3 seeds, one "
+                                       "after the other, over the whole trace first (set train_steps to change)\n")
 
 
 def test_no_announcement_without_offline_training(capsys):
@@ -189,3 +192,30 @@ def test_a_step_count_beyond_2_to_the_53_is_refused(capsys, tmp_path, flag, valu
     assert "must be at most 2**53 = 9,007,199,254,740,992" in err and err.rstrip().endswith(f"got {given:,}")
     assert not (tmp_path / "runs").exists()
     assert RunConfig(steps=2**53).steps == 2**53  # the bound itself is a valid run length
+
+
+@pytest.mark.parametrize("argv, prefix", [
+    (["run", "--agent", "a2c", "--trace-length", "10000000000000", "--steps", "1000"], "lcpo run"),
+    (["traces", "make", "wind-3", "--length", "10000000000000"], "lcpo traces"),
+])
+def test_an_array_larger_than_the_machine_is_a_one_line_error(capsys, tmp_path, argv, prefix):
+    """A trace of 10**13 steps (72.8 TiB) ended in NumPy's _ArrayMemoryError traceback."""
+    out = tmp_path / "out" / ("x.npy" if "traces" in argv else "runs")
+    rc = main([*argv, "--out", str(out)] + (["--no-progress"] if prefix == "lcpo run" else []))
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"{prefix}: error: not enough memory: Unable to allocate ") and "TiB" in err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="trace_length must be at most 2\\*\\*53"):
+        RunConfig(trace_length=2**53 + 1)
+
+
+def test_a_tabular_agent_on_an_env_without_discrete_states_is_refused_before_any_run(capsys, tmp_path):
+    """`--agent a2c tabular-a2c` ran a2c to the end, then failed: now nothing runs and nothing is written."""
+    rc = main(["run", "--agent", "a2c", "tabular-a2c", "--steps", "400", "--trace", "wind-3", "--no-progress",
+               "--out", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == ("lcpo run: error: agent tabular-a2c needs an environment with discrete states "
+                               "(n_tabular_states and tabular_index(obs), as lcpo/TrapGrid-v0 declares), got "
+                               "lcpo/WindyPendulum-v0\n")
+    assert not (tmp_path / "runs").exists()

@@ -64,10 +64,11 @@ def test_a_signal_during_a_prescient_agents_offline_training_stops_it_there(tmp_
     """Before, the process ran the whole offline training (1.6M steps by default, about a minute) before it
     stopped. Now it stops within STOP_POLL_STEPS training steps; no checkpoint, and the last line says so."""
     out = tmp_path / "p"
+    common = ["--trace", "wind-3", "--steps", "1000", "--set", "hidden=[16]", "--no-progress", "--out", str(out)]
+    assert main(["run", "--agent", "a2c", *common]) == 0  # finished before: not counted among the stopped runs
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "lcpo.cli.main", "run", "--agent", "prescient-a2c", "--trace",
-                             "wind-3", "--steps", "1000", "--set", "hidden=[16]", "--no-progress", "--out", str(out)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "lcpo.cli.main", "run", "--agent", "prescient-a2c", "a2c",
+                             "--resume", *common], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while not (out / "prescient-a2c-s0" / "config.json").is_file() and time.monotonic() < deadline:
@@ -80,7 +81,7 @@ def test_a_signal_during_a_prescient_agents_offline_training_stops_it_there(tmp_
     assert proc.returncode == 128 + signal.SIGINT, err
     m = re.search(r"stopped during the offline training of prescient-a2c at its step ([\d,]+) of 1,600,000", err)
     assert m and 0 < int(m.group(1).replace(",", "")) < 1_600_000, err  # part-way, not after the whole training
-    assert ("lcpo: stopped by SIGINT; the runs keep their checkpoints (1 stopped before their first: it starts "
-            f"afresh, to the same result): `lcpo resume {out}` continues them") in err
+    assert ("lcpo: stopped by SIGINT; the run stopped before its first checkpoint (it starts afresh, to the same "
+            f"result): `lcpo resume {out}` continues them") in err
     assert not (out / "prescient-a2c-s0" / "checkpoint").exists() or not any(
         (out / "prescient-a2c-s0" / "checkpoint").glob("step-*"))

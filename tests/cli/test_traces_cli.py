@@ -54,6 +54,20 @@ def test_make_and_plot_create_missing_folders_once_the_input_is_good(tmp_path, c
     assert png.is_file()
 
 
+@pytest.mark.parametrize("argv, fragment", [
+    (["make", "wind-3", "--length", "100", "--out", "missing/x"], "unknown trace file extension ''"),
+    (["plot", "wind-3", "--length", "100", "--out", "missing/a.xyz"], "got '.xyz'"),
+    (["plot", "wind-3", "--length", "100", "--out", "missing/a"], "got 'no extension'"),
+])
+def test_an_out_name_of_the_wrong_kind_is_refused_before_any_folder_is_made(tmp_path, capsys, monkeypatch, argv,
+                                                                          fragment):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--out {argv[-1]}" in err and fragment in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "missing").exists()
+
+
 def test_make_unknown_name_fails_with_message(tmp_path, capsys):
     assert cli.main(["make", "wnd-2", "--out", str(tmp_path / "x.npy")]) == 2
     err = capsys.readouterr().err

@@ -212,8 +212,6 @@ class Prescient(Agent):
         self.train_env = RandomTraceStart(train_env, self.rngs["starts"])
         self.base: Agent = base_cls(self.train_env, seed=self.seed, **base_kwargs)
         self.trained = False
-        #: offline training steps taken so far (``train_steps`` once trained; less while a stop paused it)
-        self.train_steps_done = 0
         #: wall-clock seconds this process spent in offline training (float)
         self.train_wall_s = 0.0
         self.steps = 0
@@ -235,7 +233,7 @@ class Prescient(Agent):
         Raises:
             ValueError: for ``poll_steps < 1``.
         """
-        if isinstance(poll_steps, bool) or not isinstance(poll_steps, int) or poll_steps < 1:
+        if isinstance(poll_steps, bool) or not isinstance(poll_steps, (int, np.integer)) or poll_steps < 1:
             raise ValueError(f"poll_steps must be an integer >= 1, got {poll_steps!r}")
         if self.trained:
             return self
@@ -244,12 +242,13 @@ class Prescient(Agent):
         start = time.perf_counter()
         try:
             while True:
+                # counted from the base agent's own steps, so that an exception inside a chunk (a Ctrl-C in a
+                # notebook) leaves the count right and a later call continues to exactly ``train_steps``
                 left = total - self.train_steps_done
-                k = left if should_stop is None else min(poll_steps, left)
+                k = left if should_stop is None else min(int(poll_steps), left)
                 # the first call sets the reset condition; later ones (None) keep the running one
                 first = self.train_steps_done == 0
                 self.base.learn(k, reset_condition=(f"every:{n}" if n else None) if first else None)
-                self.train_steps_done += k
                 if self.train_steps_done >= total:
                     self.trained = True
                     return self
@@ -257,6 +256,11 @@ class Prescient(Agent):
                     return self
         finally:
             self.train_wall_s += time.perf_counter() - start
+
+    @property
+    def train_steps_done(self) -> int:
+        """Offline training steps taken so far: ``train_steps`` once trained, fewer while paused or cut short."""
+        return int(self.hp.train_steps) if self.trained else int(self.base.steps)
 
     @property
     def train_starts(self) -> np.ndarray:
@@ -284,11 +288,11 @@ class Prescient(Agent):
         """The base agent's state, the training flag, the trace-start generator state and the step counter.
 
         Raises:
-            RuntimeError: while offline training is paused part-way (:meth:`train` with ``should_stop``): that
-                state could not be resumed exactly.
+            RuntimeError: while offline training stands part-way (paused by :meth:`train`'s ``should_stop``, or cut
+                short by an exception such as a Ctrl-C): that state could not be resumed exactly.
         """
         if not self.trained and self.train_steps_done:
-            raise RuntimeError(f"{self.name}: offline training paused at step {self.train_steps_done:,} of "
+            raise RuntimeError(f"{self.name}: offline training stopped at step {self.train_steps_done:,} of "
                                f"{self.hp.train_steps:,} has no checkpoint (finish it with train() first)")
         return {"base": self.base.state_dict(), "trained": self.trained, "steps": self.steps,
                 "rngs": {k: g.bit_generator.state for k, g in self.rngs.items()}}
@@ -297,7 +301,6 @@ class Prescient(Agent):
         """Restore :meth:`state_dict` output exactly."""
         self.base.load_state_dict(state["base"])
         self.trained = bool(state["trained"])
-        self.train_steps_done = int(self.hp.train_steps) if self.trained else 0
         self.steps = int(state["steps"])
         for k, s in state["rngs"].items():
             self.rngs[k].bit_generator.state = s

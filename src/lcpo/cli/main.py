@@ -105,6 +105,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise  # a bug in the user's own environment: the traceback shows their file and line
         print(f"{prefix}: error: {exc}", file=sys.stderr)
         return 2
+    except MemoryError as exc:
+        # an array larger than the machine (a --trace-length or --length of 10**13, a huge batch): one line, with
+        # NumPy's or PyTorch's own figure, instead of a traceback
+        if _raised_in_user_code(exc):
+            raise
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else "an allocation failed"
+        print(f"{prefix}: error: not enough memory: {why}; lower the length or size that asks for it", file=sys.stderr)
+        return 2
     except OSError as exc:
         # a file that could not be read or written after the up-front checks (lcpo.persistence.outputs): a
         # disk that filled, a folder removed meanwhile; one line naming the file

@@ -237,15 +237,21 @@ def _execute_all(planned: list, resume: bool, progress: bool, batch: bool = True
         # the runs that started and did not finish, and of them those with no checkpoint at all (stopped before
         # their first, e.g. during a prescient agent's offline training, or run with --checkpoint-every 0)
         done = {str(out) for _, _, out in results}
-        started = [out for _, out, _ in planned if str(out) not in done and (out / "config.json").is_file()]
+        started = [out for _, out, _ in planned if str(out) not in done and (out / "config.json").is_file()
+                   and not (out / "summary.json").is_file()]
         bare = sum(RunCheckpoints(out / "checkpoint").latest() is None for out in started)
-        kept = ("the runs keep their checkpoints" if not bare
-                else f"the runs keep their checkpoints ({bare} stopped before their first: it starts afresh, to the "
-                     "same result)" if bare == 1 else
-                f"the runs keep their checkpoints ({bare} stopped before their first: they start afresh, to the "
-                "same results)")
+        if not bare:
+            kept = "the runs keep their checkpoints"
+        elif bare == len(started) == 1:
+            kept = "the run stopped before its first checkpoint (it starts afresh, to the same result)"
+        elif bare == len(started):
+            kept = "the runs stopped before their first checkpoints (they start afresh, to the same results)"
+        else:
+            kept = (f"the runs keep their checkpoints ({bare} stopped before their first: they start afresh, to the "
+                    "same results)")
+        them = "it" if len(planned) == 1 else "them"
         say(f"lcpo: stopped by {signal.Signals(signals.signum).name}; {kept}: `lcpo resume {' '.join(outs)}` "
-            "continues them")
+            f"continues {them}")
         return 128 + int(signals.signum)
     print(_results_table(results))
     return 0
@@ -265,9 +271,9 @@ def _execute_groups(planned, resume, progress, batch, device, vector, say, stop)
     for group in population_groups(planned, batch):
         if stop():
             break
-        for cfg, _, plan in group:
-            if plan.action == "fresh":
-                _announce_offline_training(cfg)
+        fresh = [cfg for cfg, _, plan in group if plan.action == "fresh"]
+        if fresh:  # once per population: its seeds share the settings
+            _announce_offline_training(fresh[0], len(fresh))
         if len(group) == 1 and device == "cpu" and not vector:
             cfg, out, _ = group[0]
             summaries = [execute(cfg, out, resume=resume, progress=progress, on_message=say, should_stop=stop)]
@@ -331,11 +337,12 @@ def _results_table(results: list) -> str:
     # what the lifelong return averages: episodes, or (continuing runs) fixed windows of steps
     units = {s.get("return_unit", "episode") for _, s, _ in results}
     count = "episodes" if units == {"episode"} else "windows" if "episode" not in units else "episodes/windows"
-    lines = [f"{lead}{'agent':<{w}} {'seed':>4} {'lifelong return':>16} {count:>9} {'steps/s':>9} "
+    cw = max(9, len(count))
+    lines = [f"{lead}{'agent':<{w}} {'seed':>4} {'lifelong return':>16} {count:>{cw}} {'steps/s':>9} "
              f"{'constrained':>11}"]
     for i, (cfg, s, _) in enumerate(results):
         lead = "".join(f"{values[i]:<{wd}} " for (_, values), wd in zip(cols, widths))
-        lines.append(f"{lead}{cfg.agent:<{w}} {cfg.seed:>4} {_fmt(s['lifelong_return']):>16} {s['episodes']:>9} "
+        lines.append(f"{lead}{cfg.agent:<{w}} {cfg.seed:>4} {_fmt(s['lifelong_return']):>16} {s['episodes']:>{cw}} "
                      f"{s['steps_per_s']:>9.0f} {_fraction(s.get('constrained_fraction')):>11}")
     return "\n".join(lines)
 
@@ -475,9 +482,9 @@ def _check_known(agents: list[str], overrides: dict) -> None:
                          "see `lcpo agents show NAME`")
 
 
-def _announce_offline_training(cfg) -> None:
-    """Tell the user (stderr) that a prescient agent first trains offline for ``train_steps`` steps, during
-    which the progress bar does not move."""
+def _announce_offline_training(cfg, seeds: int = 1) -> None:
+    """Tell the user (stderr), once for ``seeds`` seeds of one population, that a prescient agent first trains
+    offline for ``train_steps`` steps per seed, during which the progress bar does not move."""
     from lcpo.agents.base import resolve_hyperparameters
     from lcpo.agents.prescient import Prescient
 
@@ -486,7 +493,8 @@ def _announce_offline_training(cfg) -> None:
         return
     n = resolve_hyperparameters(cls.Hyperparameters, None, cfg.overrides).train_steps
     if n > 0:
-        print(f"{cfg.agent}: training offline for {n:,} steps over the whole trace first "
+        each = f" for each of {seeds} seeds, one after the other," if seeds > 1 else ""
+        print(f"{cfg.agent}: training offline for {n:,} steps{each} over the whole trace first "
               "(set train_steps to change)", file=sys.stderr)
 
 

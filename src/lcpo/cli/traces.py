@@ -84,12 +84,28 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_out(out) -> None:
+#: Figure formats ``traces plot`` writes (matplotlib's savefig formats; the file name must end in one).
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff", ".webp")
+
+
+def _check_out(out, figure: bool = False) -> None:
     """Refuse an ``--out`` file that cannot be written before any work (one line naming it; see
-    :mod:`lcpo.persistence.outputs`). Missing folders are accepted (created by :func:`_create_folder` once the
-    input is known good, as ``lcpo run --out`` creates its folder)."""
+    :mod:`lcpo.persistence.outputs`), or whose extension is not one the command writes (a trace: ``.npy`` or
+    ``.csv``; a figure: :data:`FIGURE_SUFFIXES`). Missing folders are accepted (created by :func:`_create_folder`
+    once the input is known good, as ``lcpo run --out`` creates its folder)."""
     from lcpo.persistence.outputs import check_output_file
 
+    path = Path(out)
+    if figure:
+        if path.suffix.lower() not in FIGURE_SUFFIXES:
+            raise _trace_error(f"--out {out}: a figure file name ending in one of {', '.join(FIGURE_SUFFIXES)}, "
+                               f"got {path.suffix or 'no extension'!r}")
+    else:
+        from lcpo.contexts.io import SUFFIXES
+
+        if path.suffix.lower() not in SUFFIXES:
+            raise _trace_error(f"--out {out}: unknown trace file extension {path.suffix!r}; expected one of "
+                               f"{SUFFIXES}")
     check_output_file(out, missing_parent_ok=True)
 
 
@@ -171,7 +187,7 @@ def plot_traces(traces: Sequence, out: str | Path, max_points: int = MAX_PLOT_PO
 def _cmd_plot(args: argparse.Namespace) -> int:
     from lcpo.contexts import resolve_trace
 
-    _check_out(args.out)
+    _check_out(args.out, figure=True)
     traces = [resolve_trace(spec, length=args.length, seed=args.seed) for spec in args.traces]
     _create_folder(args.out)
     path = plot_traces(traces, args.out)

@@ -119,6 +119,8 @@ class EnvFacts:
         unsaved_wrappers: wrappers around the environment whose state a checkpoint cannot save
             (:func:`lcpo.envs.wrapper_state.unsaved_wrappers`); checkpoints are refused while there are any.
         notices: one-line notices for the user (e.g. an undeclared kind).
+        tabular: ``env.unwrapped`` declares discrete states (``n_tabular_states`` and ``tabular_index``), as the
+            tabular agents need (``lcpo/TrapGrid-v0``).
     """
 
     env: str
@@ -127,6 +129,7 @@ class EnvFacts:
     checkpointable: bool
     notices: tuple[str, ...] = field(default=())
     unsaved_wrappers: tuple[str, ...] = field(default=())
+    tabular: bool = False
 
     @property
     def default_reset(self) -> str:
@@ -153,10 +156,12 @@ def inspect_env(env: str, env_kwargs: Mapping[str, Any] | None = None, trace: st
         context = None if spec is None else tuple(spec.names)
         checkpointable = callable(getattr(base, "get_state", None)) and callable(getattr(base, "set_state", None))
         unsaved = tuple(unsaved_wrappers(made))
+        tabular = getattr(base, "n_tabular_states", None) is not None and callable(getattr(base, "tabular_index",
+                                                                                             None))
     finally:
         made.close()
     notices = () if continuing is not None else (UNDECLARED_NOTICE.format(env=env),)
-    return EnvFacts(env, continuing, context, checkpointable, notices, unsaved)
+    return EnvFacts(env, continuing, context, checkpointable, notices, unsaved, tabular)
 
 
 def checkpoint_refusal(env: str, checkpointable: bool, unsaved: Sequence[str]) -> str | None:
@@ -219,11 +224,15 @@ def check_env(facts: EnvFacts, reset: str, checkpoint_every: int, agents=()) -> 
 
     Raises:
         ValueError: checkpoints requested from an environment without ``get_state``/``set_state`` or with a
-            wrapper whose state cannot be saved (:mod:`lcpo.envs.wrapper_state`, named), or an agent
-            that detects OOD contexts on an environment that declares no context; the message says how to add
-            what is missing.
+            wrapper whose state cannot be saved (:mod:`lcpo.envs.wrapper_state`, named), an agent
+            that detects OOD contexts on an environment that declares no context, or a tabular agent on an
+            environment without discrete states; the message says how to add what is missing.
     """
     notices = list(facts.notices)
+    tabular = [a for a in agents if a.startswith("tabular")]
+    if tabular and not facts.tabular:  # refused before any run, not after the other agents' runs
+        raise ValueError(f"agent {tabular[0]} needs an environment with discrete states (n_tabular_states and "
+                         f"tabular_index(obs), as lcpo/TrapGrid-v0 declares), got {facts.env}")
     if facts.context is None:
         needing = [a for a in agents if a in ("lcpo", "lcpo-p")]
         how = (f"declare it in the environment's __init__: self.context_spec = lcpo.envs.ContextSpec(indices=..., "

@@ -105,6 +105,9 @@ class RunConfig:
                 shown = f"{v:,}" if v < 10**21 else f"{float(v):.6g}"
                 raise ValueError(f"{name} must be at most 2**53 = {MAX_STEPS:,} (step counts stay exact integers "
                                  f"in float64 and int64; centuries at a million steps/s), got {shown}")
+        if self.trace_length is not None and not isinstance(self.trace_length, bool) and isinstance(
+                self.trace_length, int) and self.trace_length > MAX_STEPS:
+            raise ValueError(f"trace_length must be at most 2**53 = {MAX_STEPS:,}, got {self.trace_length:,}")
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         if self.diagnostics_every < 1:
@@ -491,7 +494,8 @@ def run_summary(config: RunConfig, episodes: list, log: RunLog, *, steps: int, w
             of the processes' wall time, float seconds (``wall_share_s``: each session's wall time divided by the
             number of seeds it ran with; ``wall`` when None). resumed_from: steps it resumed at. env_metrics, trace, code, hyperparameters: as recorded. extra: further keys (a
             population's ``population``).
-        offline_train_s: seconds of ``wall`` spent in a prescient agent's offline training (0 for the others):
+        offline_train_s: seconds of ``wall`` spent in a prescient agent's offline training (0 for the others; a
+            population's whole training time, its members one after the other, as ``wall`` is the population's):
             recorded as ``offline_train_s``; ``steps_per_s`` counts the online phase only (``wall`` less these).
     """
     online = wall - offline_train_s
@@ -625,10 +629,12 @@ def _recorded_run_length_fields(out: Path, config: RunConfig) -> dict:
 
 def _kept_sizes_note(config: RunConfig, overrides: dict) -> str:
     """For a run resumed or extended to ``config.steps``: the run-length-dependent sizes it keeps from its first
-    length that differ from what a fresh run of ``config.steps`` would get (empty string when none do)."""
+    length that differ from what a fresh run of ``config.steps`` would get, where that changes the run (one of the
+    two sizes fills before ``config.steps``); an empty string when none does."""
     fresh = config.agent_overrides()
+    # a memory at least as large as the run never fills: two such sizes give the same run
     diff = [(k, v, fresh[k]) for k, v in sorted(overrides.items())
-            if k in fresh and k not in config.overrides and fresh[k] != v]
+            if k in fresh and k not in config.overrides and fresh[k] != v and min(v, fresh[k]) < config.steps]
     if not diff:
         return ""
     kept = ", ".join(f"{k}={v:,}" for k, v, _ in diff)
