@@ -163,7 +163,7 @@ def test_training_paused_by_a_stop_request_and_continued_is_the_uninterrupted_tr
     assert make().train(should_stop=lambda: True, poll_steps=np.int64(100)).train_steps_done == 100
 
 
-def test_training_cut_short_by_an_exception_keeps_its_count_and_refuses_a_checkpoint():
+def test_training_cut_short_by_an_exception_keeps_its_count_and_refuses_a_checkpoint(tmp_path):
     """A Ctrl-C inside a chunk (here an exception from the environment at its 130th step) leaves the count at
     the steps taken: no checkpoint of that state, and a later train() stops at train_steps, not beyond."""
     env = make_env("lcpo/WindyPendulum-v0", trace="wind-3")
@@ -183,5 +183,8 @@ def test_training_cut_short_by_an_exception_keeps_its_count_and_refuses_a_checkp
     assert not agent.trained and agent.train_steps_done == 129
     with pytest.raises(RuntimeError, match="stopped at step 129 of 600"):
         agent.state_dict()
+    with pytest.raises(RuntimeError, match="stopped at step 129 of 600"):
+        agent.save(tmp_path / "saved")
+    assert not (tmp_path / "saved").exists()
     agent.train()
     assert agent.trained and agent.base.steps == 600 and agent.train_steps_done == 600

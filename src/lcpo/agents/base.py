@@ -322,10 +322,16 @@ class Agent:
         raise NotImplementedError
 
     def save(self, path: str | Path) -> None:
-        """Save to ``path`` (a folder): ``agent.pt`` + ``agent.json`` (state) and ``meta.json``."""
+        """Save to ``path`` (a folder): ``agent.pt`` + ``agent.json`` (state) and ``meta.json``.
+
+        Raises:
+            RuntimeError: a state that cannot be saved (e.g. a prescient agent's offline training stopped part-way,
+                :meth:`lcpo.agents.prescient.Prescient.state_dict`); nothing is written, no folder made.
+        """
         path = Path(path)
+        state = self.state_dict()  # first: a refusal leaves no folder behind
         path.mkdir(parents=True, exist_ok=True)
-        save_state(path / "agent", self.state_dict())
+        save_state(path / "agent", state)
         atomic_write_json(path / "meta.json", {"agent": self.name, "class": type(self).__qualname__,
                                                "seed": self.seed, "hyperparameters": dataclasses.asdict(self.hp)})
 
