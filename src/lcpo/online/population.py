@@ -769,9 +769,9 @@ def execute_population(configs: Sequence, out_dirs: Sequence[str | Path], *, res
     folder ends as :func:`lcpo.online.run.execute` leaves it (config.json, episodes.csv, diagnostics.csv,
     probes/, tb/, checkpoint/, summary.json), and each summary has the keys of ``execute``'s plus
     ``population``: ``{"size", "seeds", "steps_per_s" (environment steps of all seeds per second of the online
-    phase), "batch_native", "device"}``. Runs already finished with the same configuration are returned as they are; the
-    others resume per the rules of :func:`lcpo.online.run.resume_plan`, from the later of the population's
-    checkpoint and their folder's own.
+    phase), "batch_native", "device"}``. Runs already finished with the same configuration are returned as they
+    are; the others resume per the rules of :func:`lcpo.online.run.resume_plan`, from the later of the
+    population's checkpoint and their folder's own.
 
     Args:
         configs: the runs' configurations (share :data:`SHARED_KEYS`; distinct seeds).

@@ -569,7 +569,8 @@ def execute(config: RunConfig, out_dir: str | Path, resume: bool = True, progres
         ``wall_time_s`` for a run that always ran alone, the population's time divided by its size for the sessions
         it ran in one), ``steps_per_s`` (online steps per second of the online phase), ``offline_train_s`` (the
         seconds of ``wall_time_s`` a prescient agent spent training offline, 0 for the others),
-        ``constrained_fraction``, ``line_search_accept_fraction``, ``ood_fraction`` (these three None for an agent that never reports constrained steps / OOD sampling),
+        ``constrained_fraction``, ``line_search_accept_fraction``, ``ood_fraction`` (these three None for an
+        agent that never reports constrained steps / OOD sampling),
         ``resumed_from`` (the steps this run was resumed or extended from, ``[]`` if it ran
         in one go), ``trace`` (the trace the environment ran on: ``{"name", "length", "unit"}``, e.g.
         ``ndbc-46002``, 575501 steps, for the default run; None if the environment exposes none),
