@@ -408,3 +408,11 @@ def test_a_grid_value_a_run_refuses_is_named_with_the_config_file(capsys, tmp_pa
     assert err == (f"lcpo sweep: error: {config}: overrides.a2c (env 'lcpo/WindyPendulum-v0', trace 'wind-1'): "
                    "hyperparameter 'gamma' must be in (0, 1], got 1.5\n")
     assert not out.exists()
+    # a top-level setting a run refuses is not put down to the overrides
+    config.write_text('envs = ["lcpo/WindyPendulum-v0"]\ntraces = ["wind-1"]\nagents = ["a2c"]\nseeds = 1\n'
+                      'steps = 9007199254740993\n[overrides.a2c]\ngamma = [0.9]\n')
+    assert main(["sweep", str(config), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"lcpo sweep: error: {config}: runs of a2c (env 'lcpo/WindyPendulum-v0', trace "
+                          "'wind-1'): steps must be at most 2**53"), err
+    assert not out.exists()

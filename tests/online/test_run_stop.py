@@ -66,6 +66,11 @@ def test_a_stop_request_during_a_prescient_agents_offline_training_is_seen_there
     resumed = execute(cfg, out, resume=True)
     assert resumed["lifelong_return"] == full["lifelong_return"] and resumed["episodes"] == full["episodes"]
     pd.testing.assert_frame_equal(pd.read_csv(out / "episodes.csv"), pd.read_csv(tmp_path / "full" / "episodes.csv"))
+    # the store keeps the training's seconds apart too (results.parquet's offline_train_s column)
+    from lcpo.experiments.store import collect
+
+    runs, _ = collect(tmp_path, episodes=False)
+    assert sorted(runs["offline_train_s"]) == sorted([full["offline_train_s"], resumed["offline_train_s"]])
 
 
 def test_a_population_of_prescient_agents_stops_during_their_offline_training(tmp_path):

@@ -544,6 +544,16 @@ def _env_resets(config: SweepConfig, validate: bool, notices: list[str] | None, 
     return resets
 
 
+def _refused_part(run_config_cls, cfg: dict, agent: str) -> str:
+    """Which part of a sweep a refused run configuration ``cfg`` names: ``overrides.AGENT`` when the same run
+    without its overrides passes (the overrides are at fault), else ``runs of AGENT`` (a top-level setting)."""
+    try:
+        run_config_cls.from_dict({**cfg, "overrides": {}})
+    except (ValueError, TypeError):
+        return f"runs of {agent}"
+    return f"overrides.{agent}"
+
+
 def expand(config: SweepConfig, executor: str = DEFAULT_EXECUTOR, validate: bool = True,
            notices: list[str] | None = None) -> list[RunSpec]:
     """Expand a sweep into its run specs (the cross product of all axes), in a deterministic order.
@@ -594,7 +604,8 @@ def expand(config: SweepConfig, executor: str = DEFAULT_EXECUTOR, validate: bool
                     try:
                         cfg = dict(run_config_cls.from_dict(cfg).to_dict())
                     except (ValueError, TypeError) as exc:
-                        raise ConfigError(f"overrides.{agent} (env {env!r}, trace {trace!r}): {exc}") from None
+                        raise ConfigError(f"{_refused_part(run_config_cls, cfg, agent)} (env {env!r}, trace "
+                                          f"{trace!r}): {exc}") from None
                 specs.append(RunSpec(run_id=make_run_id(cfg), config=cfg))
     ids = [s.run_id for s in specs]
     if len(set(ids)) != len(ids):

@@ -723,8 +723,8 @@ class _Stop:
             self.announced = self.count
             name = signal.Signals(self.signum).name
             if self.count == 1:
-                write(f"{who}: {name}: stopping; no new run starts, the running runs write a checkpoint and "
-                      "stop (a second Ctrl-C or SIGTERM stops at once)")
+                write(f"{who}: {name}: stopping; no new run starts, the running runs stop where they stand (with a "
+                      "checkpoint, once they have taken a step) (a second Ctrl-C or SIGTERM stops at once)")
             elif self.count == 2:
                 write(f"{who}: second signal: stopping the workers now")
 

@@ -24,7 +24,9 @@ lifelong_return        mean episodic return of episodes ending after the warm-up
 episodes, steps_done,  from summary.json
 wall_time_s,
 wall_share_s,          (the run's share of its processes' wall time; NaN for runs that recorded none)
-steps_per_s,
+steps_per_s,           (online steps per second of the online phase)
+offline_train_s,       (a prescient agent's offline training, seconds of wall_time_s; 0 for the others,
+                       NaN for runs that recorded none)
 constrained_fraction,
 ood_fraction
 population_size        the number of seeds of the population the run trained in (summary.json
@@ -55,7 +57,7 @@ __all__ = ["SUMMARY_FIELDS", "check_folder_for", "collect", "load_store", "read_
 
 #: summary.json fields copied into the per-run table (``steps`` is renamed ``steps_done``).
 SUMMARY_FIELDS = ("lifelong_return", "episodes", "steps", "wall_time_s", "wall_share_s", "steps_per_s",
-                  "constrained_fraction", "ood_fraction")
+                  "offline_train_s", "constrained_fraction", "ood_fraction")
 _CONFIG_FIELDS = ("env", "trace", "trace_length", "agent", "seed", "steps", "warmup_steps", "reset")
 
 
