@@ -156,13 +156,14 @@ class TabularA2C(A2C):
             v = getattr(hp, name)
             if not (math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be positive and finite, got {v!r}")
+        from lcpo.envs.preflight import TABULAR_NEED, declares_tabular
+
         base = self.env.unwrapped
-        n_states, index = getattr(base, "n_tabular_states", None), getattr(base, "tabular_index", None)
-        if n_states is None or index is None:
+        if not declares_tabular(base):
             spec = getattr(self.env, "spec", None) or getattr(base, "spec", None)
             name = spec.id if spec is not None else type(base).__name__
-            raise TypeError(f"TabularA2C needs an environment with discrete states (n_tabular_states and "
-                            f"tabular_index(obs), as lcpo/TrapGrid-v0 declares), got {name}")
+            raise TypeError(f"TabularA2C {TABULAR_NEED}, got {name}")
+        n_states, index = base.n_tabular_states, base.tabular_index
         out = self.action_dims * self.action_bins
         actor = CategoricalPolicy(self.obs_dim, self.action_dims, self.action_bins,
                                   body=TableBody(index, n_states, out))

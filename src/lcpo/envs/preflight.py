@@ -107,6 +107,16 @@ def trace_length_applies(env: str, trace: str | None) -> bool:
     return env.startswith("lcpo/Windy") or (trace is not None and not env.startswith("lcpo/"))
 
 
+#: What a tabular agent (``tabular-a2c``) asks of an environment, as its refusals say it.
+TABULAR_NEED = ("needs an environment with discrete states (n_tabular_states and tabular_index(obs), as "
+                "lcpo/TrapGrid-v0 declares)")
+
+
+def declares_tabular(base: Any) -> bool:
+    """Whether the unwrapped environment ``base`` declares discrete states (:data:`TABULAR_NEED`)."""
+    return getattr(base, "n_tabular_states", None) is not None and callable(getattr(base, "tabular_index", None))
+
+
 @dataclass(frozen=True)
 class EnvFacts:
     """What an environment declares (made once with its run's arguments).
@@ -156,8 +166,7 @@ def inspect_env(env: str, env_kwargs: Mapping[str, Any] | None = None, trace: st
         context = None if spec is None else tuple(spec.names)
         checkpointable = callable(getattr(base, "get_state", None)) and callable(getattr(base, "set_state", None))
         unsaved = tuple(unsaved_wrappers(made))
-        tabular = getattr(base, "n_tabular_states", None) is not None and callable(getattr(base, "tabular_index",
-                                                                                             None))
+        tabular = declares_tabular(base)
     finally:
         made.close()
     notices = () if continuing is not None else (UNDECLARED_NOTICE.format(env=env),)
@@ -231,8 +240,7 @@ def check_env(facts: EnvFacts, reset: str, checkpoint_every: int, agents=()) -> 
     notices = list(facts.notices)
     tabular = [a for a in agents if a.startswith("tabular")]
     if tabular and not facts.tabular:  # refused before any run, not after the other agents' runs
-        raise ValueError(f"agent {tabular[0]} needs an environment with discrete states (n_tabular_states and "
-                         f"tabular_index(obs), as lcpo/TrapGrid-v0 declares), got {facts.env}")
+        raise ValueError(f"agent {tabular[0]} {TABULAR_NEED}, got {facts.env}")
     if facts.context is None:
         needing = [a for a in agents if a in ("lcpo", "lcpo-p")]
         how = (f"declare it in the environment's __init__: self.context_spec = lcpo.envs.ContextSpec(indices=..., "
