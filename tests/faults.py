@@ -1,7 +1,7 @@
 """Crash injection for persistence tests: a process that dies between two file operations.
 
 While armed, :class:`FileFaults` counts every call of the ``os`` functions that change the file system
-(``open`` (creating temporary files), ``write``, ``fsync``, ``chmod``, ``mkdir``, ``rename``, ``replace``,
+(``open`` (creating temporary files), ``write``, ``pwrite``, ``ftruncate``, ``fsync``, ``chmod``, ``mkdir``, ``rename``, ``replace``,
 ``unlink``, ``remove``, ``rmdir``). Operation number ``crash_at`` (1-based) raises :class:`Crash` instead of
 running, and so does every later one: like a killed process, nothing more reaches the disk (no cleanup in
 ``except``/``finally`` blocks either). Reads (``stat``, ``scandir``, reading files) are not counted.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-_OPS = ("open", "write", "fsync", "chmod", "mkdir", "rename", "replace", "unlink", "remove", "rmdir")
+_OPS = ("open", "write", "pwrite", "ftruncate", "fsync", "chmod", "mkdir", "rename", "replace", "unlink", "remove", "rmdir")
 
 
 class Crash(BaseException):

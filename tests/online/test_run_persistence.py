@@ -37,18 +37,23 @@ def _outputs(folder):
 
 
 def _arm_during_commit(monkeypatch, faults, step):
-    """Arm ``faults`` from the start of the checkpoint commit at ``step`` until the next commit starts (so the
-    files written right after the commit, episodes.csv and diagnostics.csv, are covered too)."""
-    real = RunCheckpoints.commit
+    """Arm ``faults`` from the start of the checkpoint at ``step`` (its episodes.csv append and diagnostics.csv,
+    then the commit) until the next checkpoint starts."""
+    import lcpo.online.run as run_module
 
-    def commit(self, s, state, config):
-        if s == step:
-            faults.arm()
-        else:
-            faults.disarm()
-        return real(self, s, state, config)
+    real = run_module._run_with_checkpoints
 
-    monkeypatch.setattr(RunCheckpoints, "commit", commit)
+    def run_with_checkpoints(loop, target, config, checkpoint, should_stop=None):
+        def armed_checkpoint():
+            if loop.steps == step:
+                faults.arm()
+            else:
+                faults.disarm()
+            checkpoint()
+
+        return real(loop, target, config, armed_checkpoint, should_stop)
+
+    monkeypatch.setattr(run_module, "_run_with_checkpoints", run_with_checkpoints)
 
 
 @pytest.mark.parametrize("agent", sorted(AGENTS))
@@ -275,11 +280,13 @@ def _stopped_run(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["truncated state.pt", "crafted pickle state.pt", "truncated state.json",
-                                    "truncated latest.json"])
+                                    "truncated latest.json", "edited episodes.csv"])
 def test_damaged_checkpoint_is_a_one_line_error_naming_the_file(tmp_path, capsys, damage):
     out, gen = _stopped_run(tmp_path)
     if damage == "truncated latest.json":
         target = out / "checkpoint" / "latest.json"
+    elif damage == "edited episodes.csv":
+        target = out / "episodes.csv"
     else:
         target = gen / damage.split()[-1]
     if damage.startswith("crafted"):
@@ -294,6 +301,10 @@ def test_damaged_checkpoint_is_a_one_line_error_naming_the_file(tmp_path, capsys
                 return (os.system, (f"touch {marker}",))
 
         target.write_bytes(pickle.dumps(Evil()))
+    elif damage.startswith("edited"):
+        lines = target.read_text().splitlines(keepends=True)
+        lines[1] = lines[1].replace(",", ",9", 1)  # the first episode's end step, changed
+        target.write_text("".join(lines))
     else:
         target.write_bytes(target.read_bytes()[:25])
     before = _files(out)
@@ -398,3 +409,58 @@ def test_checkpoint_of_an_older_lcpo_still_resumes(tmp_path):
     assert execute(cfg, out, on_message=messages.append)["lifelong_return"] == full["lifelong_return"]
     assert "read unverified" in messages[0]
     assert sorted(p.name[:17] for p in store.folder.iterdir()) == ["latest.json", "step-000000000600"]
+
+
+def test_checkpoints_hold_where_episodes_csv_ends_not_its_rows(tmp_path):
+    """A checkpoint's size does not grow with the episodes: the loop state counts them and the log state records
+    the file's length and SHA-256 (the rows were in the JSON, 743 MB per seed at 12.55M steps of
+    InvertedPendulum)."""
+    import hashlib
+
+    from lcpo.persistence.checkpoint import load_state
+
+    out = tmp_path / "r"
+    execute(_cfg(steps=1200, reset="every:50"), out, stop_at=800)
+    gen = RunCheckpoints(out / "checkpoint").latest().folder
+    state = load_state(gen / "state")
+    data = (out / "episodes.csv").read_bytes()
+    assert "episodes" not in state["loop"] and state["loop"]["episode_count"] == 16 == data.count(b"\n") - 1
+    assert state["log"]["episodes_file"] == {"rows": 16, "bytes": len(data),
+                                             "sha256": hashlib.sha256(data).hexdigest()}
+    assert b"episode" not in (gen / "state.json").read_bytes().replace(b"episode_count", b"").replace(
+        b"episodes_file", b"")
+
+
+def test_rows_a_stopped_process_appended_after_its_checkpoint_are_cut_on_resume(tmp_path):
+    """The process dies after appending the step-800 rows to episodes.csv, before committing the checkpoint
+    (here: a partial line too); the resume from step 400 ends with the uninterrupted run's files."""
+    cfg = _cfg(reset="every:50")
+    execute(cfg, tmp_path / "full")
+    out = tmp_path / "cut"
+    execute(cfg, out, stop_at=400)
+    ahead = tmp_path / "ahead"
+    execute(cfg, ahead, stop_at=800)
+    (out / "episodes.csv").write_bytes((ahead / "episodes.csv").read_bytes() + b"17,850,-3.")
+    resumed = execute(cfg, out)
+    assert resumed["resumed_from"] == [400]
+    assert _outputs(out) == _outputs(tmp_path / "full")
+
+
+def test_a_checkpoint_holding_its_rows_in_the_loop_state_still_resumes(tmp_path):
+    """Checkpoints written before episodes.csv was append-only hold the rows (lists) in the loop state and no
+    marker: they resume to the uninterrupted run, and the file is rewritten from those rows."""
+    cfg = _cfg(steps=1200, reset="every:50")
+    full = execute(cfg, tmp_path / "full")
+    out = tmp_path / "old"
+    execute(cfg, out, stop_at=800)
+    store = RunCheckpoints(out / "checkpoint")
+    step, state = store.load()
+    rows = pd.read_csv(out / "episodes.csv")
+    state["loop"].pop("episode_count")
+    state["loop"]["episodes"] = [[int(r[0]), int(r[1]), float(r[2]), int(r[3]), *map(float, r[4:])]
+                                 for r in rows.itertuples(index=False)]
+    state["log"].pop("episodes_file")
+    store.commit(step, state, cfg.to_dict())
+    (out / "episodes.csv").write_text("stale\n")
+    assert execute(cfg, out)["lifelong_return"] == full["lifelong_return"]
+    assert _outputs(out) == _outputs(tmp_path / "full")

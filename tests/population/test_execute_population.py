@@ -15,6 +15,7 @@ from lcpo.cli.main import main
 from lcpo.online.population import Population, execute_population, population_folder, read_population_pointer
 from lcpo.online.run import RunConfig, execute
 from lcpo.persistence.checkpoint import RunCheckpoints
+from lcpo.persistence.runlog import RunLog
 from summaries import comparable
 
 AGENTS = {
@@ -141,18 +142,30 @@ def test_a_seed_folder_of_a_stopped_population_resumes_alone(tmp_path):
 
 
 def _arm_during_commit(monkeypatch, faults, step):
-    """Arm ``faults`` from the first generation written at ``step`` until one of another step: every seed
-    folder's new generation, the population pointer, every seed folder's pointer and its CSV writes."""
-    real = RunCheckpoints.write_generation
+    """Arm ``faults`` from the first file a checkpoint at ``step`` writes (seed 0's episodes.csv append) until
+    the next checkpoint starts: every seed folder's CSVs and new generation, the population pointer, every seed
+    folder's pointer."""
+    from lcpo.online.population import PopulationLoop
 
-    def write_generation(self, s, state):
-        if s == step:
-            faults.arm()
-        else:
-            faults.disarm()
-        return real(self, s, state)
+    real = RunLog.write
 
-    monkeypatch.setattr(RunCheckpoints, "write_generation", write_generation)
+    def write(self, episodes, final=False, last_step=None):
+        if not final and self._pop_loop is not None:
+            if self._pop_loop.steps == step:
+                faults.arm()
+            elif self._pop_loop.steps > step:
+                faults.disarm()
+        return real(self, episodes, final, last_step)
+
+    real_run = PopulationLoop.run
+
+    def run(self, until_step):  # lets each log see its population's step
+        RunLog._pop_loop = self
+        return real_run(self, until_step)
+
+    monkeypatch.setattr(RunLog, "_pop_loop", None, raising=False)
+    monkeypatch.setattr(PopulationLoop, "run", run)
+    monkeypatch.setattr(RunLog, "write", write)
 
 
 def _crash_trials(tmp_path, monkeypatch, stride):
@@ -197,7 +210,7 @@ def test_crash_during_a_population_checkpoint_resumes_to_the_same_runs(tmp_path,
     """The process dies before file operation k of the step-400 checkpoint (population commit, then each seed
     folder's export): the resumed population ends as the uninterrupted one, from step 200 or 400, also when the
     seed folders were left at different steps (a crash between the exports)."""
-    sources = _crash_trials(tmp_path, monkeypatch, stride=7)
+    sources = _crash_trials(tmp_path, monkeypatch, stride=5)
     assert {(200, 200, 200), (400, 200, 200), (400, 400, 200), (400, 400, 400)} <= sources, sources
 
 

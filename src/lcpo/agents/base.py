@@ -308,9 +308,12 @@ class Agent:
         return self
 
     @property
-    def episodes(self) -> list[tuple]:
-        """Per-episode rows recorded by :meth:`learn` (see :data:`lcpo.online.loop.EPISODE_COLUMNS`)."""
-        return [] if self._loop is None else self._loop.episodes
+    def episodes(self) -> "EpisodeRows":
+        """Per-episode rows recorded by :meth:`learn` (see :data:`lcpo.online.loop.EPISODE_COLUMNS`): an
+        :class:`lcpo.online.episodes.EpisodeRows`, read as a list of tuples (empty before the first ``learn``)."""
+        from lcpo.online.episodes import EpisodeRows
+
+        return EpisodeRows() if self._loop is None else self._loop.episodes
 
     # -- persistence -----------------------------------------------------------------------------------
     def state_dict(self) -> dict:  # pragma: no cover - abstract

@@ -25,9 +25,10 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from lcpo.numerics.finite import F32_MAX, reward_error
+from lcpo.online.episodes import EpisodeRows
 
 __all__ = ["Transition", "ResetOnEnd", "ResetAfterSteps", "NeverReset", "parse_reset", "OnlineLoop",
-           "EPISODE_COLUMNS", "SEGMENT_STEPS"]
+           "EPISODE_COLUMNS", "SEGMENT_STEPS", "restored_rows"]
 
 #: Steps per recorded row of a continuing run (:class:`NeverReset`): its lifelong return is the mean return of
 #: these windows.
@@ -137,6 +138,25 @@ def _own(obs):
     return obs.copy() if isinstance(obs, np.ndarray) else obs
 
 
+def restored_rows(state: dict, episodes: EpisodeRows | None = None, what: str = "the loop state") -> EpisodeRows:
+    """The episode rows a loop state resumes with: its own ``"episodes"``, or ``episodes`` given beside a state
+    saved without them (``"episode_count"``), checked against that count.
+
+    Raises:
+        ValueError: neither is there, or ``episodes`` has another number of rows than the state counted (naming
+            both counts and ``what``).
+    """
+    if "episodes" in state:
+        return EpisodeRows(state["episodes"] if isinstance(state["episodes"], np.ndarray)
+                           else [tuple(r) for r in state["episodes"]])
+    if episodes is None:
+        raise ValueError(f"{what} holds no episode rows (saved with episodes=False): pass them as episodes=")
+    if len(episodes) != int(state["episode_count"]):
+        raise ValueError(f"{what} counted {int(state['episode_count']):,} episode rows, but {len(episodes):,} were "
+                         "given")
+    return episodes
+
+
 class OnlineLoop:
     """Runs an agent online on an environment and records per-episode metrics.
 
@@ -173,7 +193,7 @@ class OnlineLoop:
         self.segment_steps = int(segment_steps)
         self.on_episode, self.on_update = on_episode, on_update
         self.steps = 0
-        self.episodes: list[tuple] = []
+        self.episodes = EpisodeRows()
         self.obs = None
         self._ep_return = 0.0
         self._ep_length = 0
@@ -241,9 +261,15 @@ class OnlineLoop:
         if self.on_episode is not None:
             self.on_episode(row)
 
-    def state_dict(self) -> dict:
+    def state_dict(self, episodes: bool = True) -> dict:
         """Loop counters, the current observation and partial episode, the environment's state and the state
         of its wrappers (:mod:`lcpo.envs.wrapper_state`: e.g. a ``TimeLimit``'s step counter).
+
+        Args:
+            episodes: include the episode rows (``"episodes"``: a float64 ``(n, width)`` array, see
+                :class:`lcpo.online.episodes.EpisodeRows`). False records only their number (``"episode_count"``):
+                a run folder's checkpoint, whose rows live in its append-only ``episodes.csv``
+                (:class:`lcpo.persistence.runlog.RunLog`), so a checkpoint's size does not grow with the run.
 
         Raises:
             TypeError: the environment has no ``get_state()``, or a wrapper whose state cannot be saved (named).
@@ -258,22 +284,29 @@ class OnlineLoop:
             "steps": self.steps, "obs": None if self.obs is None else np.asarray(self.obs).copy(),
             "ep_return": self._ep_return, "ep_length": self._ep_length,
             "ctx_sum": None if self._ctx_sum is None else self._ctx_sum.copy(),
-            "episodes": [list(r) for r in self.episodes],
+            **({"episodes": np.array(self.episodes)} if episodes else {"episode_count": len(self.episodes)}),
             "reset_count": getattr(self.reset_condition, "_count", 0),
             "env": get_state(),
             "wrappers": wrappers,
         }
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict, episodes: EpisodeRows | None = None) -> None:
         """Restore :meth:`state_dict` output (resets the environment once, then overwrites its state and its
         wrappers' state; a checkpoint of an older lcpo has no wrapper state, and the wrappers keep the reset's).
 
+        Args:
+            state: :meth:`state_dict` output (older checkpoints hold the rows as a list of lists: accepted).
+            episodes: the rows, for a state saved with ``episodes=False`` (e.g. read back from ``episodes.csv``
+                by :meth:`lcpo.persistence.runlog.RunLog.restore_episodes`).
+
         Raises:
             ValueError: the environment's wrappers differ from the checkpoint's (see
-                :func:`lcpo.envs.wrapper_state.load_wrappers_state`).
+                :func:`lcpo.envs.wrapper_state.load_wrappers_state`); or the state holds no rows and ``episodes``
+                is missing or holds another number of rows than the state counted.
         """
         from lcpo.envs.wrapper_state import check_wrappers_state, load_wrappers_state
 
+        rows = restored_rows(state, episodes)
         if state.get("wrappers") is not None:  # checked before the env is reset or written: a refusal changes nothing
             check_wrappers_state(self.env, state["wrappers"])
         self.env.reset(seed=self.seed)
@@ -284,6 +317,6 @@ class OnlineLoop:
         self.obs = state["obs"]
         self._ep_return, self._ep_length = float(state["ep_return"]), int(state["ep_length"])
         self._ctx_sum = state["ctx_sum"]
-        self.episodes = [tuple(r) for r in state["episodes"]]
+        self.episodes = rows
         if hasattr(self.reset_condition, "_count"):
             self.reset_condition._count = int(state["reset_count"])

@@ -46,7 +46,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from lcpo.online.loop import SEGMENT_STEPS, NeverReset, ResetOnEnd, Transition, parse_reset
+from lcpo.online.episodes import EpisodeRows
+from lcpo.online.loop import SEGMENT_STEPS, NeverReset, ResetOnEnd, Transition, parse_reset, restored_rows
 
 __all__ = ["Population", "PopulationLoop", "execute_population", "names_vector_env", "pointer_for_folder",
            "pointer_verdict", "population_folder", "read_population_pointer", "refuse_unresumed", "user_vector_env",
@@ -276,7 +277,7 @@ class PopulationLoop:
         self.segment_steps = int(segment_steps)
         self.on_episode, self.on_update = on_episode, on_update
         self.steps = 0
-        self.episodes: list[list[tuple]] = [[] for _ in range(self.n)]
+        self.episodes: list[EpisodeRows] = [EpisodeRows() for _ in range(self.n)]
         self.obs: np.ndarray | None = None
         self._ep_return = np.zeros(self.n)
         # the step at which each seed's running episode (or 200-step window) began: its length is
@@ -424,11 +425,12 @@ class PopulationLoop:
                 self._has_ctx[window] = False
                 self._ctx_all = False
 
-    def seed_states(self) -> list[dict]:
+    def seed_states(self, episodes: bool = True) -> list[dict]:
         """Every seed's loop state in :meth:`lcpo.online.loop.OnlineLoop.state_dict`'s format (so a seed folder
         resumes alone): counters, current observation (``obs``: a copy of the seed's row, ``(d,)`` float32 as the
-        stream returns it), partial episode (``ctx_sum``: ``(c,)`` float64 context sum, or None), episode rows,
-        the reset condition's counter and, under ``"env"``, its sub-environment's own ``get_state()``.
+        stream returns it), partial episode (``ctx_sum``: ``(c,)`` float64 context sum, or None), episode rows
+        (or with ``episodes=False`` only their number, as ``OnlineLoop.state_dict``), the reset condition's
+        counter and, under ``"env"``, its sub-environment's own ``get_state()``.
 
         Raises:
             TypeError, RuntimeError: as :meth:`lcpo.envs.vector.VectorStream.get_state` (an environment that
@@ -439,7 +441,7 @@ class PopulationLoop:
             "steps": self.steps, "obs": None if self.obs is None else np.array(self.obs[k], copy=True),
             "ep_return": float(self._ep_return[k]), "ep_length": self.steps - int(self._ep_start[k]),
             "ctx_sum": self._ctx_sum[k].copy() if self._has_ctx[k] else None,
-            "episodes": [list(r) for r in self.episodes[k]],
+            **({"episodes": np.array(self.episodes[k])} if episodes else {"episode_count": len(self.episodes[k])}),
             "reset_count": getattr(self.conds[k], "_count", 0),
             "env": env_states[k]["env"],
             "wrappers": env_states[k].get("wrappers"),  # None for lcpo's native vector env (it has none)
@@ -449,18 +451,26 @@ class PopulationLoop:
         """``{"seeds": seed_states()}``."""
         return {"seeds": self.seed_states()}
 
-    def load_seed_states(self, states: Sequence[dict]) -> None:
+    def load_seed_states(self, states: Sequence[dict], episodes: Sequence[EpisodeRows | None] | None = None) -> None:
         """Restore one :meth:`seed_states` entry (or a solo ``OnlineLoop.state_dict``) per seed, all at one step.
 
+        Args:
+            states: one state per seed.
+            episodes: per seed, the rows of a state saved with ``episodes=False`` (see
+                :func:`lcpo.online.loop.restored_rows`), else None.
+
         Raises:
-            ValueError: the states are at different steps, or there is not one per seed; or as
-                :meth:`lcpo.envs.vector.VectorStream.set_state` (which also raises TypeError).
+            ValueError: the states are at different steps, or there is not one per seed; a state without rows and
+                none given (or another number); or as :meth:`lcpo.envs.vector.VectorStream.set_state` (which also
+                raises TypeError).
         """
         if len(states) != self.n:
             raise ValueError(f"need {self.n} seed states, got {len(states)}")
         steps = {int(s["steps"]) for s in states}
         if len(steps) != 1:
             raise ValueError(f"seed states at different steps {sorted(steps)} cannot be one population")
+        given = [None] * self.n if episodes is None else list(episodes)
+        rows = [restored_rows(s, e, f"seed {self.seeds[k]}'s state") for k, (s, e) in enumerate(zip(states, given))]
         self.stream.reset(self.seeds)  # as OnlineLoop.load_state_dict: one seeded reset, then the saved state
         self.stream.set_state([{"env": s["env"], "obs": np.asarray(s["obs"], dtype=np.float32), "ended": False,
                                 "wrappers": s.get("wrappers")} for s in states])
@@ -478,7 +488,7 @@ class PopulationLoop:
                     self._ctx_sum[k] = np.asarray(s["ctx_sum"], dtype=np.float64).ravel()
         else:
             self._ctx_sum = None
-        self.episodes = [[tuple(r) for r in s["episodes"]] for s in states]
+        self.episodes = rows
         for c, s in zip(self.conds, states):
             if hasattr(c, "_count"):
                 c._count = int(s["reset_count"])
@@ -589,7 +599,7 @@ class Population:
         return self.loop.steps
 
     @property
-    def episodes(self) -> list[list[tuple]]:
+    def episodes(self) -> list[EpisodeRows]:
         """Per seed, the episode rows (:data:`lcpo.online.loop.EPISODE_COLUMNS` + context means)."""
         return self.loop.episodes
 
@@ -634,11 +644,20 @@ class Population:
         loops = self.loop.seed_states()
         return {"seeds": [{"agent": self.agents.seed_state_dict(k), "loop": loops[k]} for k in range(self.n_seeds)]}
 
-    def load_seed_states(self, states: Sequence[dict]) -> None:
-        """Restore one ``{"agent", "loop"}`` per seed (from :meth:`seed_state` or a solo run's checkpoint)."""
+    def load_seed_states(self, states: Sequence[dict], episodes: Sequence[EpisodeRows | None] | None = None) -> None:
+        """Restore one ``{"agent", "loop"}`` per seed (from :meth:`seed_state` or a solo run's checkpoint).
+
+        Args:
+            states: one ``{"agent", "loop"}`` per seed.
+            episodes: per seed, the episode rows of a loop state saved without them (a run folder's checkpoint:
+                see :meth:`PopulationLoop.load_seed_states`), else None.
+
+        Raises:
+            ValueError: as :meth:`PopulationLoop.load_seed_states`.
+        """
         for k, s in enumerate(states):
             self.agents.load_seed_state_dict(k, s["agent"])
-        self.loop.load_seed_states([s["loop"] for s in states])
+        self.loop.load_seed_states([s["loop"] for s in states], episodes)
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict` output."""
@@ -1160,7 +1179,8 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
     step0 = steps0[0]
     if step0 > 0:
         states = [s for _, s, _, _ in starts]
-        pop.load_seed_states(states)
+        # each seed's rows come back from its episodes.csv, up to its checkpoint's marker (older ones hold them)
+        pop.load_seed_states(states, [logs[j].restore_episodes(s["log"]) for j, s in enumerate(states)])
         wall_before = max(float(s["wall_time_s"]) for s in states)
         offline_before = max(float(s.get("offline_train_s", 0.0)) for s in states)
         share_before = _wall_shares(states)
@@ -1182,7 +1202,7 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
             logs[j].open_tensorboard(purge_step=None if step0 == 0 else step0 + 1)
         _write_config(out, cfg, pop.hyperparameters(j), pop.seed_env(j, cfg))
         if step0 > 0:
-            logs[j].write(pop.episodes[j])  # episodes.csv / diagnostics.csv as of the checkpoint
+            logs[j].write(pop.episodes[j])  # episodes.csv / diagnostics.csv as of the checkpoint (cut at its marker)
         if starts[j][3]:
             say(starts[j][3])
         elif starts[j][2] == "population":
@@ -1242,17 +1262,19 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
 
     def checkpoint():
         """One atomic commit of the whole population, with no second copy of any state: (1) every seed folder
-        gets its new generation, not yet pointed to; (2) ``population.json`` names them all (the commit point);
-        (3) every seed folder's ``latest.json`` is pointed to its generation, then its CSVs are rewritten."""
+        gets its new episode rows appended to its ``episodes.csv`` and its new generation (which records where that
+        file ends), not yet pointed to; (2) ``population.json`` names them all (the commit point); (3) every seed
+        folder's ``latest.json`` is pointed to its generation."""
         wall = wall_before + time.perf_counter() - start
         for j, rec in enumerate(snaps):
             if rec is not None:
                 if pop.steps == cfgs[j].steps:
                     rec.take(pop.steps)  # the final policy
                 rec.write()  # before the commit: never behind the committed checkpoint
-        loops = pop.loop.seed_states()
+        loops = pop.loop.seed_states(episodes=False)
         gens = []
         for j, cfg in enumerate(cfgs):  # one seed's state in memory at a time
+            logs[j].write(pop.episodes[j])  # before its generation, which records where the file ends
             state = {"config": cfg.to_dict(), "agent": pop.agents.seed_state_dict(j), "loop": loops[j],
                      "log": logs[j].state_dict(), "wall_time_s": wall,
                      "wall_share_s": share_before[j] + (wall - wall_before) / n, "resumed_from": resumed_from[j],
@@ -1265,7 +1287,6 @@ def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, thr
                          "config": cfg.to_dict()} for o, cfg, (name, sha) in zip(outs, cfgs, gens)]})
         for j, (name, sha) in enumerate(gens):
             stores[j].point_to(pop.steps, name, sha, cfgs[j].to_dict())
-            logs[j].write(pop.episodes[j])  # after the commit: never ahead of the committed checkpoints
 
     chunk = 1000 if (bar is not None or on_progress is not None) else None
     if should_stop is not None:

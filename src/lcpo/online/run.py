@@ -702,7 +702,8 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
     population = None  # the population this run last ran in, when it goes on alone after one
     if state is not None:
         agent.load_state_dict(state["agent"])
-        loop.load_state_dict(state["loop"])
+        # the rows come back from episodes.csv, up to the checkpoint's marker (older checkpoints hold them)
+        loop.load_state_dict(state["loop"], episodes=log.restore_episodes(state["log"]))
         log.load_state_dict(state["log"])
         wall_before = float(state["wall_time_s"])
         # a seed going on alone after a population: only its share of the population's time is its own
@@ -723,7 +724,7 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
         log.open_tensorboard(purge_step=None if state is None else loop.steps + 1)
     _write_config(out, config, dataclasses.asdict(agent.hp), env)
     if state is not None:
-        log.write(loop.episodes)  # episodes.csv / diagnostics.csv as of the checkpoint
+        log.write(loop.episodes)  # episodes.csv / diagnostics.csv as of the checkpoint (cut at its marker)
     if note:
         say(note)
     elif source == "population":
@@ -777,14 +778,16 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
                 snaps.take(loop.steps)  # the final policy
             snaps.write()  # before the commit: never behind the committed checkpoint
         elapsed = time.perf_counter() - start
+        # the new episode rows are appended and fsynced first; the checkpoint records where the file ends (rows
+        # appended by a process stopped before its commit lie after that marker, and the resume cuts them off)
+        log.write(loop.episodes)
         store.commit(loop.steps, {"config": config.to_dict(), "agent": agent.state_dict(),
-                                  "loop": loop.state_dict(), "log": log.state_dict(),
+                                  "loop": loop.state_dict(episodes=False), "log": log.state_dict(),
                                   "wall_time_s": wall_before + elapsed, "wall_share_s": share_before + elapsed,
                                   "resumed_from": resumed_from,
                                   **({"offline_train_s": offline_s} if offline_s else {}),
                                   **({"population": population} if population is not None else {})},
                      config=config.to_dict())
-        log.write(loop.episodes)  # after the commit: never ahead of the committed checkpoint
 
     try:
         with limit_threads(threads):  # one core per run (see lcpo.online.threads)

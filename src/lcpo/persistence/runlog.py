@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from lcpo.online.episodes import EpisodeRows
 from lcpo.persistence.checkpoint import atomic_write_text
-from lcpo.online.loop import EPISODE_COLUMNS
+from lcpo.persistence.episode_file import EpisodeFile
 
 __all__ = ["RunLog", "lifelong_return", "scored_episodes"]
 
@@ -23,12 +24,16 @@ def lifelong_return(episodes: list[tuple], warmup_steps: int = 0) -> float:
     """Mean episodic return over the run (the paper's score), dropping episodes that end within the warm-up.
 
     Args:
-        episodes: rows ``(episode, end_step, return, length, ...)``.
+        episodes: rows ``(episode, end_step, return, length, ...)``: an :class:`lcpo.online.episodes.EpisodeRows`
+            or any sequence of rows.
         warmup_steps: episodes whose end step is ``<= warmup_steps`` are excluded.
 
     Returns:
         The mean return, or NaN if no episode ended after the warm-up.
     """
+    if isinstance(episodes, EpisodeRows):
+        rets = episodes.returns[episodes.end_steps > warmup_steps]
+        return float(np.mean(rets)) if rets.size else math.nan
     rets = [r[2] for r in episodes if r[1] > warmup_steps]
     return float(np.mean(rets)) if rets else math.nan
 
@@ -37,14 +42,17 @@ def scored_episodes(episodes: list[tuple], warmup_steps: int = 0) -> int:
     """How many episodes :func:`lifelong_return` averages: those whose end step is ``> warmup_steps``.
 
     Args:
-        episodes: rows ``(episode, end_step, return, length, ...)``.
+        episodes: rows ``(episode, end_step, return, length, ...)`` (as :func:`lifelong_return`).
         warmup_steps: episodes whose end step is ``<= warmup_steps`` are not counted.
     """
+    if isinstance(episodes, EpisodeRows):
+        return int(np.count_nonzero(episodes.end_steps > warmup_steps))
     return sum(1 for r in episodes if r[1] > warmup_steps)
 
 
 class RunLog:
-    """Collects training diagnostics and writes ``episodes.csv`` / ``diagnostics.csv``.
+    """Collects training diagnostics and writes ``episodes.csv`` (append-only, :class:`EpisodeFile`) and
+    ``diagnostics.csv``.
 
     Diagnostics of each update are summed into a window of ``every`` environment steps; each closed window
     becomes one row of means (columns: ``step``, ``updates``, then the other keys seen, sorted). Each key's mean is
@@ -68,6 +76,7 @@ class RunLog:
                  purge_step: int | None = None):
         self.out_dir = Path(out_dir)
         self.context_names = tuple(context_names)
+        self.episode_file = EpisodeFile(self.out_dir / "episodes.csv", self.context_names)
         self.every = int(every)
         self.rows: list[dict] = []
         self._sum: dict[str, float] = {}
@@ -124,24 +133,21 @@ class RunLog:
         n = self.totals_n.get(key, self.updates if key in self.totals else 0)
         return self.totals.get(key, 0.0) / n if n else 0.0
 
-    def write(self, episodes: list[tuple], final: bool = False, last_step: int | None = None) -> None:
-        """Write ``episodes.csv`` and ``diagnostics.csv`` atomically.
+    def write(self, episodes: EpisodeRows, final: bool = False, last_step: int | None = None) -> None:
+        """Bring ``episodes.csv`` up to ``episodes`` (appending the new rows and fsyncing: :meth:`EpisodeFile.write`)
+        and write ``diagnostics.csv`` atomically.
 
         Args:
             episodes: the loop's episode rows.
             final: flush the open window into a last row (at the end of the run).
             last_step: the run's last step, the label of that last row (default: the window's end).
+
+        Raises:
+            OSError: a file cannot be written.
         """
         if final:
             self._close_window(last_step)
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        ncols = max((len(r) for r in episodes), default=4)
-        ctx_cols = [f"context_mean_{n}" for n in self.context_names][: max(0, ncols - 4)]
-        ctx_cols += [f"context_mean_{i}" for i in range(len(ctx_cols), ncols - 4)]
-        w.writerow(list(EPISODE_COLUMNS) + ctx_cols)
-        w.writerows(episodes)
-        atomic_write_text(self.out_dir / "episodes.csv", buf.getvalue())
+        self.episode_file.write(episodes if isinstance(episodes, EpisodeRows) else EpisodeRows(episodes))
         # stable column order (a resumed run's rows come back from JSON with sorted keys)
         seen = {k for r in self.rows for k in r}
         keys = ["step", "updates"] + sorted(seen - {"step", "updates"})  # header even without rows
@@ -159,10 +165,23 @@ class RunLog:
             self._tb.close()
 
     def state_dict(self) -> dict:
-        """Window sums, rows and totals (for an exact resume)."""
+        """Window sums, rows and totals, and where ``episodes.csv`` ends as last written (``"episodes_file"``:
+        :meth:`EpisodeFile.marker`), for an exact resume. Call :meth:`write` first: the marker covers the rows
+        written so far."""
         return {"rows": self.rows, "sum": self._sum, "n": self._n, "count": self._count,
                 "window_end": self._window_end, "totals": self.totals, "totals_n": self.totals_n,
-                "updates": self.updates}
+                "updates": self.updates, "episodes_file": self.episode_file.marker()}
+
+    def restore_episodes(self, state: dict) -> EpisodeRows | None:
+        """The episode rows a :meth:`state_dict` counts, read back from ``episodes.csv``
+        (:meth:`EpisodeFile.restore`); None for a checkpoint of an older lcpo, whose loop state holds the rows
+        itself (the file is then rewritten whole at the next :meth:`write`).
+
+        Raises:
+            lcpo.persistence.checkpoint.CheckpointError: as :meth:`EpisodeFile.restore`.
+        """
+        marker = state.get("episodes_file")
+        return None if marker is None else self.episode_file.restore(marker)
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict` output."""

@@ -1,0 +1,176 @@
+"""Episode rows held columnar (EpisodeRows) and episodes.csv written append-only with a resumable marker
+(EpisodeFile): exact round trips, appends that write only the new rows, resumes that cut what a stopped process
+appended, and one-line refusals of a file that no longer matches its checkpoint."""
+
+import csv
+import io
+import math
+import os
+
+import numpy as np
+import pytest
+
+from lcpo.online.episodes import EpisodeRows
+from lcpo.persistence.checkpoint import CheckpointError
+from lcpo.persistence.episode_file import EpisodeFile
+from lcpo.persistence.runlog import lifelong_return, scored_episodes
+
+# values that a float round trip gets wrong if any step is inexact: -0.0, the smallest subnormal, 0.1 + 0.2,
+# a float just below 2**53, the largest double; and integer columns up to 2**53
+AWKWARD = [(0, 1, -0.0, 1, 5e-324, 0.1 + 0.2), (1, 2**53, 9007199254740991.0, 2**53 - 1, 1.7976931348623157e308,
+                                               -1e-300), (2, 2**53, -123.456789012345678, 7, math.pi, -math.e)]
+
+
+def _bits(rows):
+    return [tuple(np.float64(v).view(np.int64) if isinstance(v, float) else v for v in r) for r in rows]
+
+
+def test_rows_read_back_as_the_tuples_appended_with_their_types():
+    rows = EpisodeRows()
+    rows.extend(AWKWARD)
+    assert len(rows) == 3 and rows.width == 6
+    assert _bits(list(rows)) == _bits(AWKWARD)
+    assert [tuple(type(v) for v in r) for r in rows] == [(int, int, float, int, float, float)] * 3
+    assert rows[-1] == AWKWARD[-1] and rows[1:] == AWKWARD[1:] and rows == AWKWARD and rows != AWKWARD[:2]
+    assert np.asarray(rows).shape == (3, 6) and np.asarray(rows).dtype == np.float64
+    np.testing.assert_array_equal(rows.returns, [r[2] for r in AWKWARD])
+    assert EpisodeRows(np.asarray(rows)) == rows  # from a checkpoint's array
+    with pytest.raises(IndexError, match="episode row 3 out of range"):
+        rows[3]
+
+
+def test_growth_keeps_every_row_and_earlier_views():
+    rows = EpisodeRows()
+    view = None
+    for i in range(5000):  # several doublings of the 1024-row start
+        rows.append((i, 3 * i, i / 7, i % 5))
+        if i == 10:
+            view = rows.array()
+    assert view.shape == (11, 4) and not view.flags.writeable
+    np.testing.assert_array_equal(np.asarray(rows)[:, 2], np.arange(5000) / 7)
+    assert rows[4321] == (4321, 12963, 4321 / 7, 1)
+
+
+def test_a_row_of_another_width_is_refused_naming_the_episode():
+    rows = EpisodeRows([(0, 10, 1.0, 10, 0.5)])
+    with pytest.raises(ValueError, match=r"episode 1 has 2 context value\(s\) where the run's first episode had 1"):
+        rows.append((1, 20, 1.0, 10, 0.5, 0.5))
+    with pytest.raises(ValueError, match="at least 4 values"):
+        EpisodeRows([(0, 1, 2.0)])
+    assert len(rows) == 1
+
+
+def test_lifelong_return_and_scored_count_agree_with_the_list_form():
+    rng = np.random.default_rng(0)
+    tuples = [(i, 10 * (i + 1), float(rng.normal()), 10) for i in range(1000)]
+    rows = EpisodeRows(tuples)
+    for warmup in (0, 5000, 10_000):
+        a, b = lifelong_return(rows, warmup), lifelong_return(tuples, warmup)
+        assert (math.isnan(a) and math.isnan(b)) or a == b  # bit for bit: the same NumPy mean
+        assert scored_episodes(rows, warmup) == scored_episodes(tuples, warmup)
+    assert scored_episodes(rows, 5000) == 500
+
+
+def _one_shot(rows, names=("wind_x", "wind_y")):
+    """episodes.csv as the whole-table writer of earlier versions produced it."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    width = max(len(r) for r in rows)
+    w.writerow(["episode", "step", "return", "length"] + [f"context_mean_{n}" for n in names][: width - 4])
+    w.writerows(rows)
+    return buf.getvalue().encode()
+
+
+def test_appends_write_only_new_rows_and_the_file_equals_a_one_shot_write(tmp_path, monkeypatch):
+    path = tmp_path / "episodes.csv"
+    f = EpisodeFile(path, ("wind_x", "wind_y"))
+    rows = EpisodeRows()
+    f.write(rows)  # before any row: a 4-column header, rewritten by the first row
+    assert path.read_text() == "episode,step,return,length\n"
+    assert f.marker()["rows"] == 0
+    rows.extend(AWKWARD[:2])
+    f.write(rows)
+    inode = os.stat(path).st_ino
+    written = []
+    real_pwrite = os.pwrite
+    monkeypatch.setattr(os, "pwrite", lambda fd, data, at: (written.append((bytes(data), at)),
+                                                            real_pwrite(fd, data, at))[1])
+    size = path.stat().st_size
+    rows.append(AWKWARD[2])
+    f.write(rows)
+    f.write(rows)  # nothing new: nothing written
+    monkeypatch.undo()
+    assert os.stat(path).st_ino == inode  # appended in place, not rewritten
+    assert written == [(_one_shot([AWKWARD[2]]).split(b"\n", 1)[1], size)]  # only the new row's line, at the end
+    assert path.read_bytes() == _one_shot(AWKWARD)
+    m = f.marker()
+    assert m["rows"] == 3 and m["bytes"] == path.stat().st_size
+    import hashlib
+
+    assert m["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_restore_reads_back_the_marked_rows_and_the_next_write_cuts_what_followed(tmp_path):
+    path = tmp_path / "episodes.csv"
+    f = EpisodeFile(path, ("wind_x", "wind_y"))
+    rows = EpisodeRows(AWKWARD[:2])
+    f.write(rows)
+    marker = f.marker()
+    rows.append(AWKWARD[2])
+    f.write(rows)
+    with open(path, "ab") as h:
+        h.write(b"3,99,1.5,2,0.")  # a line cut short by a kill
+    g = EpisodeFile(path, ("wind_x", "wind_y"))
+    before = path.read_bytes()
+    back = g.restore(marker)
+    assert path.read_bytes() == before  # restore writes nothing
+    assert _bits(list(back)) == _bits(AWKWARD[:2])
+    back.append(AWKWARD[2])
+    g.write(back)
+    assert path.read_bytes() == _one_shot(AWKWARD)
+    assert g.marker() == f.marker()  # the same bytes, the same running hash
+
+
+def test_restore_of_zero_rows_rewrites_the_file_at_the_next_write(tmp_path):
+    path = tmp_path / "episodes.csv"
+    path.write_text("episode,step,return,length\n0,1,2.0,3\n")  # rows of a process stopped before a checkpoint
+    f = EpisodeFile(path)
+    assert len(f.restore({"rows": 0, "bytes": 0, "sha256": "x"})) == 0
+    f.write(EpisodeRows([(0, 5, -1.0, 5)]))
+    assert path.read_text() == "episode,step,return,length\n0,5,-1.0,5\n"
+
+
+@pytest.mark.parametrize("damage", ["missing", "cut short", "a changed byte", "malformed marker", "wrong count"])
+def test_a_file_that_no_longer_matches_its_checkpoint_is_refused_naming_it(tmp_path, damage):
+    path = tmp_path / "episodes.csv"
+    f = EpisodeFile(path)
+    f.write(EpisodeRows([(0, 10, 1.25, 10), (1, 20, 2.5, 10)]))
+    marker = f.marker()
+    if damage == "missing":
+        path.unlink()
+    elif damage == "cut short":
+        path.write_bytes(path.read_bytes()[:-3])
+    elif damage == "a changed byte":
+        path.write_bytes(path.read_bytes().replace(b"1.25", b"1.35"))
+    elif damage == "malformed marker":
+        marker = {"rows": "two"}
+    else:
+        marker = {**marker, "rows": 3}
+    before = path.read_bytes() if path.exists() else None
+    with pytest.raises(CheckpointError) as exc:
+        EpisodeFile(path).restore(marker)
+    msg = str(exc.value)
+    assert str(path) in msg and "\n" not in msg
+    assert (path.read_bytes() if path.exists() else None) == before
+
+
+def test_a_file_replaced_under_a_running_log_is_rewritten_whole(tmp_path):
+    path = tmp_path / "episodes.csv"
+    f = EpisodeFile(path)
+    rows = EpisodeRows([(0, 10, 1.25, 10)])
+    f.write(rows)
+    path.unlink()
+    path.write_text("something else entirely, and longer than the table\n")
+    rows.append((1, 20, 2.5, 10))
+    f.write(rows)
+    assert path.read_text() == "episode,step,return,length\n0,10,1.25,10\n1,20,2.5,10\n"
