@@ -188,3 +188,10 @@ def test_training_cut_short_by_an_exception_keeps_its_count_and_refuses_a_checkp
     assert not (tmp_path / "saved").exists()
     agent.train()
     assert agent.trained and agent.base.steps == 600 and agent.train_steps_done == 600
+
+
+@pytest.mark.parametrize("bad, match", [({"train_steps": -1}, ">= 0, got -1"),
+                                        ({"train_steps": 2**53 + 1}, "train_steps must be at most 2\\*\\*53")])
+def test_training_lengths_out_of_range_are_refused_naming_the_value(bad, match):
+    with pytest.raises(ValueError, match=match):
+        PrescientA2C(_ramp_env(), seed=0, **bad)

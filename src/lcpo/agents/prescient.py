@@ -159,7 +159,7 @@ class Prescient(Agent):
 
     Raises:
         TypeError: if the environment does not satisfy the trace-access contract; ValueError for bad
-            hyperparameters (``train_steps < 0``, ``train_episode_steps < 0``, unknown fields).
+            hyperparameters (``train_steps < 0`` or above 2**53, ``train_episode_steps < 0``, unknown fields).
 
     Example:
         >>> import gymnasium as gym, lcpo.envs
@@ -202,6 +202,8 @@ class Prescient(Agent):
         if hp.train_steps < 0 or hp.train_episode_steps < 0:
             raise ValueError(f"train_steps and train_episode_steps must be >= 0, got {hp.train_steps}, "
                              f"{hp.train_episode_steps}")
+        if hp.train_steps > 2**53:  # as a run's own step counts (lcpo.online.run.MAX_STEPS): exact integers
+            raise ValueError(f"train_steps must be at most 2**53 = {2**53:,}, got {hp.train_steps:,}")
         base_cls = self.base_class()
         base_kwargs = {f.name: getattr(hp, f.name) for f in dataclasses.fields(base_cls.Hyperparameters)}
         if train_env is None:

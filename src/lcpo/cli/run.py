@@ -492,7 +492,7 @@ def _announce_offline_training(cfg, seeds: int = 1) -> None:
     if not (isinstance(cls, type) and issubclass(cls, Prescient)):
         return
     n = resolve_hyperparameters(cls.Hyperparameters, None, cfg.overrides).train_steps
-    if n > 0:
+    if 0 < n <= 2**53:  # beyond, the agent refuses it (one line) before any training
         each = f" for each of {seeds} seeds, one after the other," if seeds > 1 else ""
         print(f"{cfg.agent}: training offline for {n:,} steps{each} over the whole trace first "
               "(set train_steps to change)", file=sys.stderr)
