@@ -35,6 +35,10 @@ def test_rows_read_back_as_the_tuples_appended_with_their_types():
     assert np.asarray(rows).shape == (3, 6) and np.asarray(rows).dtype == np.float64
     np.testing.assert_array_equal(rows.returns, [r[2] for r in AWKWARD])
     assert EpisodeRows(np.asarray(rows)) == rows  # from a checkpoint's array
+    assert rows.tolist() == AWKWARD and isinstance(rows.tolist(), list)
+    import pickle
+
+    assert pickle.loads(pickle.dumps(rows)) == rows
     with pytest.raises(IndexError, match="episode row 3 out of range"):
         rows[3]
 

@@ -5,8 +5,9 @@ A row is ``(episode, end_step, return, length, *context_means)``
 episodes (windy InvertedPendulum at 20M steps: about 8M), and a Python tuple per row costs about 220 bytes
 against 8 bytes per value here (48 bytes for a 6-value row). :class:`EpisodeRows` still reads as the list of
 tuples it replaces: ``len``, indexing and slicing (tuples with ``int`` episode, end step and length and ``float``
-return and context means), iteration, ``==`` against any sequence of rows, and ``np.asarray`` (a float64
-``(n, width)`` copy).
+return and context means), iteration, ``==`` against any sequence of rows, pickling, ``pandas.DataFrame(rows)``
+and ``np.asarray`` (a float64 ``(n, width)`` copy). It is not a ``list``: :meth:`EpisodeRows.tolist` gives one
+(for ``json.dumps``, or to concatenate with ``+``).
 
 Every value is stored as float64: the integer columns are exact up to 2**53 (the largest step count
 :class:`lcpo.online.run.RunConfig` accepts), and the float columns are the Python floats the loop computed, so a
@@ -112,6 +113,10 @@ class EpisodeRows(Sequence):
 
     def __repr__(self) -> str:
         return f"EpisodeRows({self._n} rows, width {self.width})"
+
+    def tolist(self) -> list[tuple]:
+        """The rows as a list of tuples (the form before :class:`EpisodeRows`)."""
+        return list(self)
 
     def array(self) -> np.ndarray:
         """The rows as a read-only float64 ``(n, width)`` view (``(0, 4)`` before the first row); it stays valid
