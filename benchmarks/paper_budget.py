@@ -1002,8 +1002,10 @@ def straggler_scores_section(folder: Path) -> list[str]:
             if t:
                 verdict = (("LCPO-Med lower (better)" if t["diff"] < 0 else "LCPO-Med higher (worse)")
                            if t["p_holm"] <= ALPHA else "not significant")
-                lines.append(f"LCPO-Med against A2C, {name}: difference {t['diff']:+.1f} ms, Welch p {t['p']:.3f}, "
-                             f"Holm p {t['p_holm']:.3f}: {verdict}.")
+                from lcpo.experiments.report import _p
+
+                lines.append(f"LCPO-Med against A2C, {name}: difference {t['diff']:+.1f} ms, Welch p {_p(t['p'])}, "
+                             f"Holm p {_p(t['p_holm'])}: {verdict}.")
         if never:
             beat = [pol for pol, g in sub.groupby("policy") if len(g) >= 2
                     and _t_high(g["after"]) < never[0]]
