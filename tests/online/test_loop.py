@@ -168,3 +168,36 @@ def test_agents_store_distinct_observations_from_an_in_place_env(name):
         obs, nxt = got["obs"], got["next_obs"]
     assert len(obs) > 100
     np.testing.assert_array_equal(nxt[:, 0] - obs[:, 0], 1.0)
+
+
+class _LateContext(gym.Env):
+    """Reports info["context"] only from step 30 on; episodes of 10 steps."""
+
+    observation_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self):
+        self.t, self.k = 0, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.k = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        self.k += 1
+        info = {"context": np.array([0.5])} if self.t > 30 else {}
+        return np.zeros(1, np.float32), 1.0, False, self.k >= 10, info
+
+
+def test_episodes_without_a_context_get_nan_means_beside_those_with_one(tmp_path):
+    from lcpo.persistence.runlog import RunLog
+
+    loop = OnlineLoop(_LateContext(), Recorder(0))
+    loop.run(60)
+    rows = np.asarray(loop.episodes)
+    assert rows.shape == (6, 5) and np.isnan(rows[:3, 4]).all() and (rows[3:, 4] == 0.5).all()
+    log = RunLog(tmp_path, ("wind",))
+    log.write(loop.episodes)
+    assert (tmp_path / "episodes.csv").read_text().splitlines()[1] == "0,10,10.0,10,nan"

@@ -426,7 +426,7 @@ def test_checkpoints_hold_where_episodes_csv_ends_not_its_rows(tmp_path):
     data = (out / "episodes.csv").read_bytes()
     assert "episodes" not in state["loop"] and state["loop"]["episode_count"] == 16 == data.count(b"\n") - 1
     assert state["log"]["episodes_file"] == {"rows": 16, "bytes": len(data),
-                                             "sha256": hashlib.sha256(data).hexdigest()}
+                                             "sha256": hashlib.sha256(data).hexdigest(), "width": 6}
     assert b"episode" not in (gen / "state.json").read_bytes().replace(b"episode_count", b"").replace(
         b"episodes_file", b"")
 

@@ -55,13 +55,28 @@ def test_growth_keeps_every_row_and_earlier_views():
     assert rows[4321] == (4321, 12963, 4321 / 7, 1)
 
 
-def test_a_row_of_another_width_is_refused_naming_the_episode():
-    rows = EpisodeRows([(0, 10, 1.0, 10, 0.5)])
-    with pytest.raises(ValueError, match=r"episode 1 has 2 context value\(s\) where the run's first episode had 1"):
-        rows.append((1, 20, 1.0, 10, 0.5, 0.5))
+def test_rows_of_episodes_without_context_are_padded_and_a_wider_row_widens_the_table():
+    """An environment may report a context in some episodes only (an episode that saw none has no means)."""
+    rows = EpisodeRows([(0, 10, 1.0, 10)])
+    rows.append((1, 20, 2.0, 10, 0.5))
+    rows.append((2, 30, 3.0, 10))
+    got = np.asarray(rows)
+    assert got.shape == (3, 5) and np.isnan(got[[0, 2], 4]).all() and got[1, 4] == 0.5
     with pytest.raises(ValueError, match="at least 4 values"):
         EpisodeRows([(0, 1, 2.0)])
-    assert len(rows) == 1
+
+
+def test_indexing_follows_a_list():
+    rows = EpisodeRows(AWKWARD)
+    for bad in (1.5, "0"):
+        with pytest.raises(TypeError):
+            rows[bad]
+    with pytest.raises(IndexError, match="episode row -4 out of range"):
+        rows[-4]
+    assert rows + [(9,)] == AWKWARD + [(9,)] and [(9,)] + rows == [(9,)] + AWKWARD
+    c = rows.copy()
+    c.append(AWKWARD[0])
+    assert len(rows) == 3 and len(c) == 4 and "(0, 1, -0.0, 1" in repr(rows)
 
 
 def test_lifelong_return_and_scored_count_agree_with_the_list_form():
@@ -139,7 +154,7 @@ def test_restore_of_zero_rows_rewrites_the_file_at_the_next_write(tmp_path):
     path = tmp_path / "episodes.csv"
     path.write_text("episode,step,return,length\n0,1,2.0,3\n")  # rows of a process stopped before a checkpoint
     f = EpisodeFile(path)
-    assert len(f.restore({"rows": 0, "bytes": 0, "sha256": "x"})) == 0
+    assert len(f.restore({"rows": 0, "bytes": 0, "sha256": "0" * 64})) == 0
     f.write(EpisodeRows([(0, 5, -1.0, 5)]))
     assert path.read_text() == "episode,step,return,length\n0,5,-1.0,5\n"
 
@@ -178,3 +193,72 @@ def test_a_file_replaced_under_a_running_log_is_rewritten_whole(tmp_path):
     rows.append((1, 20, 2.5, 10))
     f.write(rows)
     assert path.read_text() == "episode,step,return,length\n0,10,1.25,10\n1,20,2.5,10\n"
+
+
+def test_a_context_name_with_a_comma_or_quote_round_trips(tmp_path):
+    path = tmp_path / "episodes.csv"
+    f = EpisodeFile(path, ('gravity,z', 'say "hi"'))
+    rows = EpisodeRows([(0, 10, 1.25, 10, 9.8, 1.0)])
+    f.write(rows)
+    assert path.read_text().splitlines()[0] == 'episode,step,return,length,"context_mean_gravity,z","context_mean_say ""hi"""'
+    assert EpisodeFile(path, ('gravity,z', 'say "hi"')).restore(f.marker()) == rows
+
+
+def test_a_hard_linked_copy_is_not_changed_by_later_writes(tmp_path):
+    path, copy = tmp_path / "episodes.csv", tmp_path / "backup.csv"
+    f = EpisodeFile(path)
+    rows = EpisodeRows([(0, 10, 1.25, 10)])
+    f.write(rows)
+    os.link(path, copy)
+    before = copy.read_bytes()
+    rows.append((1, 20, 2.5, 10))
+    f.write(rows)
+    assert copy.read_bytes() == before and path.read_text().count("\n") == 3
+    rows.append((2, 30, 2.5, 10))
+    f.write(rows)  # no longer linked: appended in place again
+    assert path.read_text().count("\n") == 4
+
+
+@pytest.mark.parametrize("marker", [{"rows": 2.9, "bytes": 10, "sha256": "0" * 64},
+                                    {"rows": "2", "bytes": 10, "sha256": "0" * 64},
+                                    {"rows": 2, "bytes": float("inf"), "sha256": "0" * 64},
+                                    {"rows": True, "bytes": 10, "sha256": "0" * 64},
+                                    {"rows": 2, "bytes": 10, "sha256": "short"}, ["rows"]])
+def test_malformed_markers_are_refused(tmp_path, marker):
+    path = tmp_path / "episodes.csv"
+    EpisodeFile(path).write(EpisodeRows([(0, 10, 1.25, 10), (1, 20, 2.5, 10)]))
+    with pytest.raises(CheckpointError, match="marker is malformed"):
+        EpisodeFile(path).restore(marker)
+
+
+def test_a_marker_inside_a_line_is_refused(tmp_path):
+    import hashlib
+
+    path = tmp_path / "episodes.csv"
+    EpisodeFile(path).write(EpisodeRows([(0, 10, 1.25, 10), (1, 20, 2.5, 10)]))
+    cut = path.read_bytes()[:-3]  # "...,2.5,1" of the last line
+    marker = {"rows": 2, "bytes": len(cut), "sha256": hashlib.sha256(cut).hexdigest(), "width": 4}
+    with pytest.raises(CheckpointError, match="differ from those the checkpoint recorded"):
+        EpisodeFile(path).restore(marker)
+
+
+def test_a_file_widened_after_its_checkpoint_resumes_at_the_checkpoints_width(tmp_path):
+    """A row wider than the table rewrote the file after the checkpoint, and the process stopped before the next:
+    the resume takes the checkpoint's rows back from the wider file, and the next write narrows it again."""
+    path = tmp_path / "episodes.csv"
+    f = EpisodeFile(path, ("g",))
+    rows = EpisodeRows([(0, 10, 1.25, 10), (1, 20, 2.5, 10)])
+    f.write(rows)
+    marker = f.marker()
+    narrow = path.read_bytes()
+    rows.append((2, 30, 3.0, 10, 9.8))
+    f.write(rows)
+    assert path.read_text().splitlines()[0].endswith(",context_mean_g")
+    g = EpisodeFile(path, ("g",))
+    back = g.restore(marker)
+    assert back == [(0, 10, 1.25, 10), (1, 20, 2.5, 10)] and back.width == 4
+    g.write(back)
+    assert path.read_bytes() == narrow
+    path.write_text(path.read_text().replace("2.5", "2.6"))  # changed, not widened: refused
+    with pytest.raises(CheckpointError, match="SHA-256"):
+        EpisodeFile(path, ("g",)).restore({**marker, "sha256": "0" * 64})

@@ -6,16 +6,21 @@ episodes (windy InvertedPendulum at 20M steps: about 8M), and a Python tuple per
 against 8 bytes per value here (48 bytes for a 6-value row). :class:`EpisodeRows` still reads as the list of
 tuples it replaces: ``len``, indexing and slicing (tuples with ``int`` episode, end step and length and ``float``
 return and context means), iteration, ``==`` against any sequence of rows, pickling, ``pandas.DataFrame(rows)``
-and ``np.asarray`` (a float64 ``(n, width)`` copy). It is not a ``list``: :meth:`EpisodeRows.tolist` gives one
-(for ``json.dumps``, or to concatenate with ``+``).
+and ``np.asarray`` (a float64 ``(n, width)`` copy). ``+`` with a list gives a list. It is not a ``list``: :meth:`EpisodeRows.tolist` gives
+one (for ``json.dumps``).
 
 Every value is stored as float64: the integer columns are exact up to 2**53 (the largest step count
 :class:`lcpo.online.run.RunConfig` accepts), and the float columns are the Python floats the loop computed, so a
 row read back is equal, bit for bit, to the one appended.
+
+An environment may report a context in some episodes only (an episode that saw none has no context means): such a
+row is padded with NaN to the table's width, and a row wider than the table widens it (the earlier rows' new
+columns are NaN).
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -30,8 +35,7 @@ class EpisodeRows(Sequence):
         rows: initial rows (tuples or lists, or a float64 ``(n, width)`` array), e.g. from a checkpoint.
 
     Raises:
-        ValueError: a row has fewer than 4 values, or not the width of the first row (a run's context has one
-            dimension), naming the row's episode index and both widths.
+        ValueError: a row has fewer than 4 values, or an array of another shape is given.
     """
 
     __slots__ = ("_a", "_n")
@@ -60,18 +64,22 @@ class EpisodeRows(Sequence):
             ValueError: see the class docstring.
         """
         w = len(row)
+        if w < 4:
+            raise ValueError(f"an episode row has at least 4 values (episode, step, return, length), got {w}")
         if self._a is None:
-            if w < 4:
-                raise ValueError(f"an episode row has at least 4 values (episode, step, return, length), got {w}")
             self._a = np.empty((1024, w))
-        elif w != self._a.shape[1]:
-            raise ValueError(f"episode {row[0]} has {w - 4} context value(s) where the run's first episode had "
-                             f"{self._a.shape[1] - 4}: a run's context has one width")
-        if self._n == self._a.shape[0]:
-            grown = np.empty((2 * self._n, w))
-            grown[: self._n] = self._a
+        width = self._a.shape[1]
+        if w > width or self._n == self._a.shape[0]:  # wider rows widen the table (earlier rows: NaN)
+            grown = np.full((2 * self._a.shape[0] if self._n == self._a.shape[0] else self._a.shape[0],
+                             max(w, width)), np.nan)
+            grown[: self._n, :width] = self._a[: self._n]
             self._a = grown
-        self._a[self._n] = row
+            width = grown.shape[1]
+        if w < width:  # an episode that saw no context (or fewer dimensions): NaN means
+            self._a[self._n, w:] = np.nan
+            self._a[self._n, :w] = row
+        else:
+            self._a[self._n] = row
         self._n += 1
 
     def extend(self, rows: Iterable[Sequence[float]]) -> None:
@@ -91,12 +99,11 @@ class EpisodeRows(Sequence):
         if isinstance(i, slice):
             return [self._row(v) for v in self.array()[i]]
         n = self._n
-        i = int(i)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(f"episode row {i} out of range (the run has {n})")
-        return self._row(self._a[i])
+        j = operator.index(i)  # a float or a string is a TypeError, as for a list
+        k = j + n if j < 0 else j
+        if not 0 <= k < n:
+            raise IndexError(f"episode row {j} out of range (the run has {n})")
+        return self._row(self._a[k])
 
     def __iter__(self) -> Iterator[tuple]:
         for v in self.array():
@@ -112,7 +119,19 @@ class EpisodeRows(Sequence):
     __hash__ = None  # mutable
 
     def __repr__(self) -> str:
-        return f"EpisodeRows({self._n} rows, width {self.width})"
+        head = ", ".join(repr(r) for r in self[:3])
+        more = f", ... ({self._n:,} rows)" if self._n > 3 else ""
+        return f"EpisodeRows([{head}{more}])"
+
+    def __add__(self, other) -> list[tuple]:
+        return self.tolist() + list(other)
+
+    def __radd__(self, other) -> list[tuple]:
+        return list(other) + self.tolist()
+
+    def copy(self) -> "EpisodeRows":
+        """An independent copy."""
+        return EpisodeRows(self.array())
 
     def tolist(self) -> list[tuple]:
         """The rows as a list of tuples (the form before :class:`EpisodeRows`)."""

@@ -15,7 +15,11 @@ Atomicity: the file's first write (header and the rows so far) is atomic
 (:func:`lcpo.persistence.atomic.atomic_write_bytes`); later writes append. A crash part-way through an append
 leaves a partial last line *after* the last marker, which the resume removes; a finished run's file is complete
 before its ``summary.json`` is written. If the file no longer holds what this process wrote (removed, shortened,
-or replaced by another file), the next write rewrites it whole, atomically, from the rows in memory.
+or replaced by another file), or is hard-linked elsewhere (a ``cp -al`` copy of the run folder, which an append
+would change too), the next write rewrites it whole, atomically, from the rows in memory. So does a row wider than
+the table (an environment that reports a context only from some episode on): the header widens, and a resume from
+a checkpoint taken before that accepts the wider file if its rows, written at the checkpoint's width, give the
+bytes the checkpoint recorded.
 """
 
 from __future__ import annotations
@@ -33,8 +37,6 @@ from lcpo.online.loop import EPISODE_COLUMNS
 from lcpo.persistence.atomic import atomic_write_bytes
 
 __all__ = ["EpisodeFile"]
-
-_READ_CHUNK = 1 << 24
 
 
 def _identity(st: os.stat_result) -> tuple:
@@ -59,12 +61,18 @@ class EpisodeFile:
         self._bytes = 0
         self._hash = hashlib.sha256()
         self._file_id: tuple | None = None  # (st_dev, st_ino, st_mtime_ns) of the file as last written or restored
+        self._width: int | None = None  # values per row under the file's header
 
     def header(self, width: int) -> list[str]:
         """The column names for rows of ``width`` values."""
         ctx = [f"context_mean_{n}" for n in self.context_names][: max(0, width - 4)]
         ctx += [f"context_mean_{i}" for i in range(len(ctx), width - 4)]
         return list(EPISODE_COLUMNS) + ctx
+
+    def _header_bytes(self, width: int) -> bytes:
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerow(self.header(width))  # quoted where a name needs it
+        return buf.getvalue().encode("utf-8")
 
     @staticmethod
     def _lines(rows: list[tuple]) -> bytes:
@@ -82,10 +90,11 @@ class EpisodeFile:
             OSError: the file or its folder cannot be written.
         """
         n = len(rows)
-        if self._rows is not None and n >= self._rows:
+        if self._rows is not None and n >= self._rows and rows.width == self._width:
             try:
                 st = os.stat(self.path)
-                size = st.st_size if _identity(st) == self._file_id else -1
+                # another file, or one hard-linked elsewhere (a `cp -al` copy of the folder): rewritten, not shared
+                size = st.st_size if _identity(st) == self._file_id and st.st_nlink == 1 else -1
             except FileNotFoundError:
                 size = -1
             if size >= self._bytes:
@@ -109,8 +118,8 @@ class EpisodeFile:
 
     def _rewrite(self, rows: EpisodeRows) -> None:
         n = len(rows)
-        header = (",".join(self.header(rows.width or 4)) + "\n").encode("utf-8")
-        data = header + self._lines(list(rows))
+        self._width = rows.width or 4
+        data = self._header_bytes(self._width) + self._lines(list(rows))
         atomic_write_bytes(self.path, data)
         self._file_id = _identity(os.stat(self.path))
         if n == 0:  # the width is not known yet: the first row rewrites the header
@@ -119,10 +128,11 @@ class EpisodeFile:
             self._rows, self._bytes, self._hash = n, len(data), hashlib.sha256(data)
 
     def marker(self) -> dict:
-        """Where the file ends as last written: ``{"rows": int, "bytes": int, "sha256": hex str}`` (0 rows and 0
-        bytes before the first row)."""
-        return {"rows": self._rows or 0, "bytes": self._bytes if self._rows else 0,
-                "sha256": self._hash.hexdigest() if self._rows else hashlib.sha256().hexdigest()}
+        """Where the file ends as last written: ``{"rows": int, "bytes": int, "sha256": hex str, "width": int}``
+        (0 rows and 0 bytes, width None, before the first row)."""
+        if not self._rows:
+            return {"rows": 0, "bytes": 0, "sha256": hashlib.sha256().hexdigest(), "width": None}
+        return {"rows": self._rows, "bytes": self._bytes, "sha256": self._hash.hexdigest(), "width": self._width}
 
     def restore(self, marker: dict) -> EpisodeRows:
         """Read back the rows a checkpoint's :meth:`marker` counts, and carry on appending after them.
@@ -139,53 +149,85 @@ class EpisodeFile:
         """
         from lcpo.persistence.checkpoint import CheckpointError
 
-        try:
-            rows, size, digest = int(marker["rows"]), int(marker["bytes"]), str(marker["sha256"])
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"{self.path}: the checkpoint's episode-file marker is malformed: {marker!r}") \
-                from None
-        if rows < 0 or size < 0:
-            raise CheckpointError(f"{self.path}: the checkpoint's episode-file marker is malformed: {marker!r}")
+        rows, size, digest, width = self._check_marker(marker)
         if rows == 0:
-            self._rows, self._bytes, self._hash = None, 0, hashlib.sha256()
+            self._rows, self._bytes, self._hash, self._width = None, 0, hashlib.sha256(), None
             return EpisodeRows()
+        fix = "restore the file from a copy, or delete the run folder to start the run afresh"
         try:
             st = os.stat(self.path)
             have = st.st_size
+            with open(self.path, "rb") as f:
+                data = f.read(size)
         except FileNotFoundError:
-            raise CheckpointError(f"{self.path}: missing, but the checkpoint counts {rows:,} episode rows in it") \
-                from None
+            raise CheckpointError(f"{self.path}: missing, but the checkpoint counts {rows:,} episode rows in it "
+                                  f"({fix})") from None
+        except IsADirectoryError:
+            raise CheckpointError(f"{self.path}: is a folder, not the run's episode table ({fix})") from None
         if have < size:
             raise CheckpointError(f"{self.path}: holds {have:,} bytes, but the checkpoint's {rows:,} episode rows "
-                                  f"end at byte {size:,} (the file was cut short or replaced)")
-        h = hashlib.sha256()
-        buf = bytearray()
-        with open(self.path, "rb") as f:
-            left = size
-            while left:
-                chunk = f.read(min(left, _READ_CHUNK))
-                if not chunk:
-                    break
-                h.update(chunk)
-                buf += chunk
-                left -= len(chunk)
-        if h.hexdigest() != digest:
-            raise CheckpointError(f"{self.path}: its first {size:,} bytes differ from those the checkpoint recorded "
-                                  "(SHA-256): the file was changed after the checkpoint")
-        arr = self._parse(bytes(buf))
+                                  f"end at byte {size:,}: the file was cut short or replaced ({fix})")
+        h = hashlib.sha256(data)
+        if h.hexdigest() == digest and data.endswith(b"\n"):
+            arr = self._parse(data)
+            self._file_id, self._width = _identity(st), arr.shape[1]
+        else:
+            arr = self._widened(rows, digest, width)  # a row wider than the table rewrote it after the checkpoint
+            if arr is None:
+                raise CheckpointError(f"{self.path}: its first {size:,} bytes differ from those the checkpoint "
+                                      f"recorded (SHA-256): the file was changed after the checkpoint ({fix})")
+            self._rows = None  # the next write rewrites the file at the checkpoint's width
+            return EpisodeRows(arr)
         if arr.shape[0] != rows:
             raise CheckpointError(f"{self.path}: its first {size:,} bytes hold {arr.shape[0]:,} episode rows, the "
                                   f"checkpoint counts {rows:,}")
-        self._rows, self._bytes, self._hash, self._file_id = rows, size, h, _identity(st)
+        self._rows, self._bytes, self._hash = rows, size, h
         return EpisodeRows(arr)
+
+    def _check_marker(self, marker) -> tuple[int, int, str, int | None]:
+        from lcpo.persistence.checkpoint import CheckpointError
+
+        ok = isinstance(marker, dict)
+        vals = [marker.get(k) for k in ("rows", "bytes", "sha256", "width")] if ok else [None] * 4
+        rows, size, digest, width = vals
+        ok = (ok and all(type(v) is int and v >= 0 for v in (rows, size)) and isinstance(digest, str)
+              and len(digest) == 64 and (width is None or (type(width) is int and width >= 4)))
+        if not ok:
+            raise CheckpointError(f"{self.path}: the checkpoint's episode-file marker is malformed: {marker!r}")
+        return rows, size, digest, width
+
+    def _widened(self, rows: int, digest: str, width: int | None) -> np.ndarray | None:
+        """The checkpoint's rows from a file rewritten wider after it (an episode reported more context values
+        than the table had: :meth:`write` rewrote the whole file with a wider header, and the process stopped
+        before its next checkpoint). The rows are taken back at the checkpoint's width only if writing them at
+        that width gives the bytes the checkpoint recorded. None if not."""
+        if width is None:
+            return None
+        from lcpo.persistence.checkpoint import CheckpointError
+
+        data = self.path.read_bytes()
+        data = data[: data.rfind(b"\n") + 1]  # a line a stopped process left cut short is not a row
+        try:
+            arr = self._parse(data)
+        except CheckpointError:
+            return None
+        if arr.shape[1] <= width or arr.shape[0] < rows:
+            return None
+        arr = np.ascontiguousarray(arr[:rows, :width])
+        back = EpisodeRows(arr)
+        if hashlib.sha256(self._header_bytes(width) + self._lines(list(back))).hexdigest() != digest:
+            return None
+        return arr
 
     def _parse(self, data: bytes) -> np.ndarray:
         from lcpo.persistence.checkpoint import CheckpointError
 
         head, _, body = data.partition(b"\n")
-        names = head.decode("utf-8", "replace").split(",")
+        names = next(csv.reader([head.decode("utf-8", "replace")]), [])
         if names[:4] != list(EPISODE_COLUMNS):
             raise CheckpointError(f"{self.path}: its header starts {names[:4]}, not {list(EPISODE_COLUMNS)}")
+        if not body.strip():
+            return np.empty((0, len(names)))
         try:  # NumPy's parser converts as float() does: the double repr() wrote, bit for bit
             arr = np.loadtxt(io.BytesIO(body), delimiter=",", dtype=np.float64, ndmin=2)
         except ValueError as exc:
