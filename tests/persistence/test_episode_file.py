@@ -262,3 +262,12 @@ def test_a_file_widened_after_its_checkpoint_resumes_at_the_checkpoints_width(tm
     path.write_text(path.read_text().replace("2.5", "2.6"))  # changed, not widened: refused
     with pytest.raises(CheckpointError, match="SHA-256"):
         EpisodeFile(path, ("g",)).restore({**marker, "sha256": "0" * 64})
+
+
+def test_a_marker_without_a_width_from_aa38a09_still_restores(tmp_path):
+    path = tmp_path / "episodes.csv"
+    f = EpisodeFile(path)
+    rows = EpisodeRows([(0, 10, 1.25, 10), (1, 20, 2.5, 10)])
+    f.write(rows)
+    marker = {k: v for k, v in f.marker().items() if k != "width"}
+    assert EpisodeFile(path).restore(marker) == rows
