@@ -63,10 +63,8 @@ def _bytes(folder: Path) -> int:
 
 def old_layout(rows: list[tuple], new: list[tuple], folder: Path) -> dict:
     """Rows in the checkpoint's JSON and episodes.csv rewritten whole (one checkpoint after ``new`` more rows)."""
-    from lcpo.persistence.episode_file import EpisodeFile as _F
-
     rows = rows + new
-    header = ",".join(_F(folder / "x").header(6)).encode() + b"\n"
+    header = ",".join(EpisodeFile(folder / "x").header(6)).encode() + b"\n"
     t = time.perf_counter()
     save_state(folder / "state", {"loop": {"steps": rows[-1][1], "episodes": [list(r) for r in rows]}},
                generation=1)
