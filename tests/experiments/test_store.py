@@ -182,3 +182,24 @@ def test_a_sweep_refuses_a_malformed_summary_before_running_anything(tmp_path, c
     err = capsys.readouterr().err
     assert err.startswith("lcpo sweep: error: ") and "malformed" in err and err.count("\n") == 1
     assert not run_dir(tmp_path, specs[1].run_id).exists()
+
+
+def test_a_partial_last_episode_line_is_left_out(tmp_path):
+    """A run killed in the middle of an append leaves a partial last line in ``episodes.csv`` (until it resumes);
+    ``collect`` reads the complete lines, with their integer columns, and never a row of cut numbers."""
+    from lcpo.cli.main import main as cli
+
+    out = tmp_path / "runs"
+    assert cli(["run", "--agent", "a2c", "--seed", "0", "--steps", "1000", "--trace-length", "1000",
+                "--out", str(out), "--no-progress", "--checkpoint-every", "0"]) == 0
+    path = out / "a2c-s0" / "episodes.csv"
+    full = collect(out)[1]
+    assert len(full) == 5
+    text = path.read_bytes()
+    last = text.rstrip(b"\n").rsplit(b"\n", 1)[1]
+    for cut in (1, 3, len(last) - 1):  # "4", "4,1" (a step of 1 instead of 1000), all but the last digit
+        path.write_bytes(text + last[:cut])
+        ep = collect(out)[1]
+        pd.testing.assert_frame_equal(ep, full)
+    path.write_bytes(text.split(b"\n", 1)[0][:5])  # a header cut short: no complete line at all
+    assert len(collect(out)[1]) == 0

@@ -66,6 +66,40 @@ def test_rows_of_episodes_without_context_are_padded_and_a_wider_row_widens_the_
         EpisodeRows([(0, 1, 2.0)])
 
 
+@pytest.mark.parametrize("row, what", [
+    ((0, 2**53 + 1, 1.0, 3), "end step must be an integer within"),  # float64 would round it to 2**53
+    ((0, -(2**53) - 1, 1.0, 3), "end step must be an integer within"),
+    ((0.0, 1, 1.0, 3), "episode must be an integer"),
+    ((0, 1, 1.0, 3.0), "length must be an integer"),
+    ((0, 1, 1.0, True), "length must be an integer"),
+    ((0, 1, None, 3), "return must be a number, got None"),  # would be stored as NaN
+    ((0, 1, 1.0, 3, 0.5, None), "context mean 1 must be a number, got None"),
+    ((0, 1, "1.0", 3), "return must be a number"),
+])
+def test_append_refuses_values_float64_would_change(row, what):
+    rows = EpisodeRows([(0, 1, 0.5, 1)])
+    with pytest.raises(ValueError, match=what):
+        rows.append(row)
+    assert len(rows) == 1 and rows.width == 4  # nothing half-added
+    rows.append((1, 2**53, np.float32(2.5), np.int64(3), np.float64(0.25)))  # NumPy scalars are numbers
+    assert rows[1] == (1, 2**53, 2.5, 3, 0.25)
+
+
+def test_rows_are_append_only():
+    rows = EpisodeRows(AWKWARD)
+    with pytest.raises(TypeError):
+        rows[0] = AWKWARD[1]
+    with pytest.raises(TypeError):
+        del rows[0]
+    for op in ("pop", "clear", "sort", "remove", "insert"):
+        assert not hasattr(rows, op)
+    with pytest.raises(TypeError):
+        rows * 2
+    listed = rows.tolist()
+    listed.pop()
+    assert len(rows) == 3 and len(listed) == 2
+
+
 def test_indexing_follows_a_list():
     rows = EpisodeRows(AWKWARD)
     for bad in (1.5, "0"):

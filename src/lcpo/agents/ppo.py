@@ -217,7 +217,9 @@ class PPO(BatchOnPolicyAgent):
 
         Raises:
             ValueError: for non-finite or float32-overflowing advantages or returns, or a non-finite critic loss
-                (:mod:`lcpo.numerics.finite`).
+                (:mod:`lcpo.numerics.finite`). A critic loss that turns non-finite after the first minibatch step
+                leaves the agent partly updated (no snapshot is kept, to spare a copy of every parameter at every
+                update): a run stops there, and resuming from its last checkpoint restores the agent before it.
         """
         hp = self.hp
         b = self._batch(idx)

@@ -39,12 +39,15 @@ error                  first line of error.json's message for failed runs
 =====================  ==========================================================================
 
 ``RUNS_DIR/episodes.parquet``: the rows of every run's ``episodes.csv`` (episode, step, return, length,
-``context_mean_*``) with a ``run_id`` column.
+``context_mean_*``) with a ``run_id`` column; an unfinished run's partial last line (a kill in the middle of an append)
+is left out.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -195,6 +198,26 @@ def _diagnostic_means(path: Path) -> dict[str, float]:
     return out
 
 
+def _read_episodes(path: Path) -> pd.DataFrame | None:
+    """A run's ``episodes.csv`` up to its last complete line (None when there is no complete line).
+
+    ``episodes.csv`` is append-only (:class:`lcpo.persistence.episode_file.EpisodeFile`): a run killed in the middle
+    of an append leaves a partial last line until it resumes, which cuts it. Parsed as it stands, that line would be
+    a row of truncated numbers (``12`` of ``1234``) or NaN fields, so it is left out; the complete lines are real
+    episodes of the unfinished run.
+    """
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        complete = f.read(1) == b"\n"
+    if complete:
+        return pd.read_csv(path)
+    data = path.read_bytes()
+    cut = data.rfind(b"\n")
+    return None if cut < 0 else pd.read_csv(io.BytesIO(data[: cut + 1]))
+
+
 def _run_row(runs_dir: Path, run_id: str, config: dict | None) -> dict[str, Any]:
     folder = runs_root(runs_dir) / run_id
     summary = read_summary(folder / "summary.json")
@@ -283,8 +306,8 @@ def collect(runs_dir: str | Path, run_ids: Sequence[str] | None = None,
     episode_frames = []
     for rid, _ in specs if episodes else ():
         path = runs_root(runs_dir) / rid / "episodes.csv"
-        if path.is_file() and path.stat().st_size > 0:
-            ep = pd.read_csv(path)
+        ep = _read_episodes(path)
+        if ep is not None:
             ep.insert(0, "run_id", rid)
             episode_frames.append(ep)
     episodes = pd.concat(episode_frames, ignore_index=True) if episode_frames else pd.DataFrame(

@@ -27,15 +27,43 @@ import numpy as np
 
 __all__ = ["EpisodeRows"]
 
+_EXACT = 2**53  # float64 holds every integer up to here
+_COLUMNS = ("episode", "end step", "return", "length")
+
+
+def _all_floats(row: Sequence) -> bool:
+    for v in row[4:]:
+        if type(v) is not float:
+            return False
+    return True
+
+
+def _check(row: Sequence) -> None:
+    """Raise ValueError for a value float64 would change: an integer column that is not an integer within
+    +-2**53, or a return or context mean that is not a number."""
+    for j in (0, 1, 3):  # stored as float64: exact for integers up to 2**53 only
+        v = row[j]
+        if (type(v) is not int and not isinstance(v, np.integer)) or not -_EXACT <= v <= _EXACT:
+            raise ValueError(f"episode row {_COLUMNS[j]} must be an integer within +-2**53, got {v!r}")
+    for j in range(2, len(row)):
+        v = row[j]
+        if j != 3 and (not isinstance(v, (float, int, np.integer, np.floating)) or isinstance(v, bool)):
+            raise ValueError(f"episode row {_COLUMNS[j] if j < 4 else f'context mean {j - 4}'} must be a "
+                             f"number, got {v!r}")
+
 
 class EpisodeRows(Sequence):
     """Append-only episode rows of one run, columnar.
+
+    Rows are added by :meth:`append` and :meth:`extend` only: item assignment, ``del``, ``pop``, ``sort``, ``clear``
+    and ``*`` are not offered (a TypeError or AttributeError, as for a tuple); :meth:`tolist` gives a list that has
+    them.
 
     Args:
         rows: initial rows (tuples or lists, or a float64 ``(n, width)`` array), e.g. from a checkpoint.
 
     Raises:
-        ValueError: a row has fewer than 4 values, or an array of another shape is given.
+        ValueError: a row that :meth:`append` refuses, or an array of another shape.
     """
 
     __slots__ = ("_a", "_n")
@@ -61,11 +89,18 @@ class EpisodeRows(Sequence):
         """Add one row ``(episode, end_step, return, length, *context_means)``.
 
         Raises:
-            ValueError: see the class docstring.
+            ValueError: fewer than 4 values; an episode, end step or length that is not an integer within
+                +-2**53 (float64 would round it); a return or context mean that is not a number (``None``
+                would become NaN).
         """
         w = len(row)
         if w < 4:
             raise ValueError(f"an episode row has at least 4 values (episode, step, return, length), got {w}")
+        e, t, r, n = row[0], row[1], row[2], row[3]
+        if not (type(e) is int and type(t) is int and type(n) is int and type(r) is float  # the loop's rows
+                and -_EXACT <= e <= _EXACT and -_EXACT <= t <= _EXACT and -_EXACT <= n <= _EXACT
+                and (w == 4 or _all_floats(row))):
+            _check(row)
         if self._a is None:
             self._a = np.empty((1024, w))
         width = self._a.shape[1]
