@@ -234,6 +234,7 @@ def provenance_section(frames: dict[str, pd.DataFrame], allow_mixed_code: bool) 
 
 def _ci_text(values) -> str:
     """``mean [low, high]`` with the 95% Student-t interval over seeds, or ``mean (1 seed)``."""
+    from lcpo.experiments.report import interval_text
     from lcpo.experiments.stats import mean_ci
 
     v = [x for x in values if x is not None and np.isfinite(x)]
@@ -241,8 +242,8 @@ def _ci_text(values) -> str:
         return "n/a"
     ci = mean_ci(v, single_seed="nan")
     if ci.n < 2:
-        return f"{ci.mean:.1f} (1 seed)"
-    return f"{ci.mean:.1f} [{ci.low:.1f}, {ci.high:.1f}]"
+        return f"{interval_text(ci.mean)} (1 seed)"
+    return interval_text(ci.mean, ci.low, ci.high)
 
 
 #: the per-cell baselines LCPO is tested against (each trace, at least 2 seeds each): one Holm family

@@ -158,6 +158,8 @@ def _short(env: str) -> str:
 # -- per-cell tables ------------------------------------------------------------------------------------------
 def cell_tables(runs: pd.DataFrame, comp: pd.DataFrame) -> list[str]:
     """Per (env, trace): every agent's row (see the module docstring, item 2), with "not run yet" rows."""
+    from lcpo.experiments.report import interval_text
+
     lines = []
     for (env, trace), cell in runs.groupby(["env", "trace"], sort=False):
         key = (env, trace)
@@ -201,9 +203,9 @@ def cell_tables(runs: pd.DataFrame, comp: pd.DataFrame) -> list[str]:
         pres = [s for s in means.index if s.startswith("prescient")]
         if pres:
             best = pres[0]
-            lines += ["", f"Best prescient agent here: {best.upper()} ({means[best]:.1f}), the highest mean of "
-                          f"{len(pres)} prescient agent(s) ({', '.join(p.upper() for p in pres)}): chosen by its "
-                          "mean, so its value is optimistic (a maximum over noisy means)."]
+            lines += ["", f"Best prescient agent here: {best.upper()} ({interval_text(means[best])}), the highest "
+                          f"mean of {len(pres)} prescient agent(s) ({', '.join(p.upper() for p in pres)}): chosen "
+                          "by its mean, so its value is optimistic (a maximum over noisy means)."]
         if key in PAPER_BEST_PRESCIENT:
             name, value = PAPER_BEST_PRESCIENT[key]
             lines += ["", f"The paper's best prescient agent on this trace is {name} ({value})."]
@@ -220,7 +222,7 @@ def significance_text(comp: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
         return lines + ["No LCPO-baseline pair has at least 2 finished seeds a side yet: nothing is tested, and no "
                         "difference is claimed.", ""]
     said = "; ".join(f"LCPO {'above' if r.diff > 0 else 'below'} {r.baseline.upper()} on {_short(r.env)} "
-                     f"`{r.trace}` (difference {r.diff:+.1f}, Holm p {r.p_holm:.3g})" for r in sig.itertuples())
+                     f"`{r.trace}` (difference {r.diff:+.3g}, Holm p {r.p_holm:.3g})" for r in sig.itertuples())
     k = len(tested) - len(sig)
     rest = (f"The other {k} difference{'s are' if k != 1 else ' is'} not significant: whatever the order of the "
             f"means, these seeds do not separate {'them' if k != 1 else 'it'}, and no lead is claimed for "
@@ -233,7 +235,7 @@ def significance_text(comp: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
         lines += ["Not tested (a side with 1 finished seed, or both sides constant over their seeds): "
                   + ", ".join(f"{_short(r.env)} `{r.trace}` {r.baseline.upper()}" for r in untested.itertuples())
                   + ".", ""]
-    from lcpo.experiments.report import lifelong_table, rank_table
+    from lcpo.experiments.report import interval_text, lifelong_table, rank_table
 
     ranks = rank_table(lifelong_table(runs))
     lc = ranks[ranks["scheme"] == "lcpo"]
@@ -241,7 +243,7 @@ def significance_text(comp: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
         lines += ["LCPO's rank among the online agents (by mean; a rank is not a significant difference):", "",
                   "| env | trace | rank | lifelong return [95% t CI] |", "|---|---|---|---|"]
         for r in lc.itertuples():
-            ci = f"{r.mean:.1f}" + (f" [{r.ci_low:.1f}, {r.ci_high:.1f}]" if np.isfinite(r.ci_low) else " (1 seed)")
+            ci = interval_text(r.mean, r.ci_low, r.ci_high) + ("" if np.isfinite(r.ci_low) else " (1 seed)")
             lines.append(f"| {_short(r.env)} | {r.trace} | {r.rank} of {r.of} | {ci} |")
         lines.append("")
     return lines

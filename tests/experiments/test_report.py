@@ -599,3 +599,22 @@ def test_finished_runs_without_a_lifelong_return_are_not_called_unfinished(tmp_p
     assert "Seeds per cell: none, no finished run has a lifelong return yet." in text
     assert "No tables: no finished run has a lifelong return (listed above)." in text
     assert "none finished yet" not in text and "No finished runs yet" not in text
+
+
+@pytest.mark.parametrize("args, text", [
+    ((-172.5, -177.5, -167.5), "-172.5 [-177.5, -167.5]"),  # half-width 5: 1 decimal, as before
+    ((2.29, 2.28, 2.30), "2.290 [2.280, 2.300]"),  # half-width 0.01: 3 decimals (1 decimal hid the interval)
+    ((348.61, 346.12, 351.1), "348.6 [346.1, 351.1]"),
+    ((0.5, 0.2, 0.8), "0.50 [0.20, 0.80]"),  # half-width 0.3
+    ((1234.0, 1000.0, 1468.0), "1234.0 [1000.0, 1468.0]"),  # never fewer than 1 decimal
+    ((1e-9, 0.0, 2e-9), "0.000000 [0.000000, 0.000000]"),  # never more than 6
+    ((2.29, float("nan"), float("nan")), "2.29"),  # 1 seed: 3 significant digits
+    ((-172.54, float("nan"), float("nan")), "-172.5"),
+    ((0.001234, float("nan"), float("nan")), "0.00123"),
+    ((3.0, 3.0, 3.0), "3.00 [3.00, 3.00]"),  # seeds all equal: a zero-width interval, shown
+    ((float("nan"), 1.0, 2.0), "n/a"),
+])
+def test_interval_text_shows_the_interval_at_its_scale(args, text):
+    from lcpo.experiments.report import interval_text
+
+    assert interval_text(*args) == text

@@ -667,11 +667,9 @@ def _heatmap_figure(study: dict, cell: str, path: Path) -> None:
 
 
 def _fmt_ci(mean: float, low: float, high: float) -> str:
-    if not math.isfinite(mean):
-        return "n/a"
-    if not math.isfinite(low):
-        return f"{mean:.1f}"
-    return f"{mean:.1f} [{low:.1f}, {high:.1f}]"
+    from lcpo.experiments.report import interval_text
+
+    return interval_text(mean, low, high)
 
 
 #: the forgetting measures :func:`forgetting_comparisons` tests (per-run columns of ``study["per_run"]``)
@@ -842,7 +840,7 @@ def _comparison_lines(per_run, confidence: float) -> list[str]:
             else:
                 verdict += ": not significant"
         base = r.baseline if r.reference == "lcpo" else f"{r.baseline} (against {r.reference})"
-        md.append(f"| {r.cell} | {base} | {name} | {r.mean_ref:.1f} | {r.mean_base:.1f} | {r.diff:+.1f} | "
+        md.append(f"| {r.cell} | {base} | {name} | {r.mean_ref:.3g} | {r.mean_base:.3g} | {r.diff:+.3g} | "
                   f"{verdict} |")
     return md
 

@@ -62,7 +62,7 @@ from lcpo.experiments.stats import (MeanCI, holm, iqm, iqm_ci, mean_ci, minmax_b
 from lcpo.experiments.store import load_store
 from lcpo.persistence.provenance import UNKNOWN, MixedCodeError, mixed_code_cells
 
-__all__ = ["aggregate_block", "across_cells", "check_code", "comparison_table", "lifelong_table",
+__all__ = ["aggregate_block", "across_cells", "check_code", "comparison_table", "interval_text", "lifelong_table",
            "normalized_table", "process_wall_time", "rank_table", "report", "write_report"]
 
 _ROW_BASE = ["env", "trace"]
@@ -512,6 +512,33 @@ def _num(x: float) -> str:
         return "nan"
     mag = abs(x)
     return f"{x:.1f}" if mag >= 100 else (f"{x:.2f}" if mag >= 1 else f"{x:.3g}")
+
+
+def interval_text(mean: float, low: float = float("nan"), high: float = float("nan")) -> str:
+    """``mean [low, high]`` as reports print it, with the decimals that show the interval.
+
+    The decimals are those that give the half-width ``(high - low) / 2`` two significant digits, at least 1 and at
+    most 6, the same for all three numbers: ``-172.5 [-177.5, -167.5]`` and ``2.290 [2.280, 2.300]`` (a 1-decimal
+    rule would print ``2.3 [2.3, 2.3]``, hiding both the interval and any difference between cells of that
+    scale). Without a finite interval (1 seed) the mean alone is printed with 3 significant digits and at least 1
+    decimal; a zero-width interval (seeds all equal) is printed at those decimals.
+
+    Args:
+        mean, low, high: floats in the score's units (NaN ``low``/``high``: no interval).
+
+    Returns:
+        The text; ``"n/a"`` for a non-finite mean.
+    """
+    if not np.isfinite(mean):
+        return "n/a"
+    half = (high - low) / 2 if np.isfinite(low) and np.isfinite(high) else float("nan")
+    if not np.isfinite(half) or half <= 0:
+        mag = abs(mean)
+        d = 1 if mag == 0 else int(min(6, max(1, 2 - np.floor(np.log10(mag)))))
+        text = f"{mean:.{d}f}"
+        return text if not np.isfinite(half) else f"{text} [{low:.{d}f}, {high:.{d}f}]"
+    d = int(min(6, max(1, 1 - np.floor(np.log10(half)))))
+    return f"{mean:.{d}f} [{low:.{d}f}, {high:.{d}f}]"
 
 
 def _cell(mean: float, low: float, high: float) -> str:
