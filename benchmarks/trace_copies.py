@@ -1,0 +1,122 @@
+"""Memory of a population task's context trace: one shared copy against one per Gymnasium wrapper.
+
+``gym.make`` keeps, in every wrapper it adds, a deep copy of the environment's spec, and the spec's kwargs hold
+the environment's context trace. Until 2026-12-05 a :class:`lcpo.contexts.trace.ContextTrace` deep-copied its
+``values`` array with it: 8 * T * d bytes (320 MB for a 20M-step wind trace) per wrapper and seed. Since then
+its ``__deepcopy__`` shares the read-only array.
+
+Side by side, each in a fresh Python process (so that resident memory is the task's own), the same library
+call a sweep makes for a population task, :func:`lcpo.online.population.execute_population`, on the study's
+MuJoCo cell (windy InvertedPendulum, trace ``wind-1`` at its full 20M-step length, 5 seeds of ``--agent``), run
+for ``--steps`` steps per seed into a temporary folder:
+
+* **copied** (before): ``ContextTrace.__deepcopy__`` removed in that process, so ``copy.deepcopy`` falls back
+  to copying every field, as it did;
+* **shared** (now): the library as it is.
+
+Reported for each: the peak resident set size of the process (``ru_maxrss``), its resident set size at the end,
+the wall time of the call, the number of distinct trace arrays reachable from the population's environments
+(each wrapper's cached spec), and that both give the same lifelong returns (the copy is the same numbers).
+
+Usage::
+
+    python benchmarks/trace_copies.py [--agent a2c] [--seeds 5] [--steps 2000] [--trace-length 20000000]
+        [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+
+CHILD = r"""
+import copy, gc, json, resource, sys, tempfile, time
+from pathlib import Path
+import torch
+torch.set_num_threads(1)
+from lcpo.contexts.trace import ContextTrace
+from lcpo.online.population import execute_population
+from lcpo.online.run import RunConfig
+
+mode, agent, seeds, steps, length = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+if mode == "copied":
+    del ContextTrace.__deepcopy__
+
+def rss_mb():
+    return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) / 1024
+
+# count the distinct trace arrays the environments hold: wrap execute's environment factory
+import lcpo.envs.registration as reg
+made = []
+_make = reg.make_env
+def counting_make(*a, **k):
+    env = _make(*a, **k)
+    made.append(env)
+    return env
+reg.make_env = counting_make
+
+with tempfile.TemporaryDirectory() as tmp:
+    cfgs = [RunConfig(env="lcpo/WindyInvertedPendulum-v0", trace="wind-1", trace_length=length, agent=agent,
+                      steps=steps, seed=s, checkpoint_every=10**9, diagnostics_every=1000) for s in range(seeds)]
+    outs = [Path(tmp) / f"s{s}" for s in range(seeds)]
+    t0 = time.perf_counter()
+    summaries = execute_population(cfgs, outs)
+    wall = time.perf_counter() - t0
+    arrays = set()
+    for env in made:
+        e = env
+        while e is not None:
+            spec = getattr(e, "_cached_spec", None) or getattr(e, "spec", None)
+            tr = (spec.kwargs or {}).get("trace") if spec is not None else None
+            if isinstance(tr, ContextTrace):
+                arrays.add(tr.values.__array_interface__["data"][0])
+            e = getattr(e, "env", None)
+    print(json.dumps({"mode": mode, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "end_rss_mb": rss_mb(), "wall_s": wall, "envs_made": len(made),
+                      "distinct_trace_arrays": len(arrays),
+                      "lifelong_returns": [s["lifelong_return"] for s in summaries]}))
+"""
+
+
+def run(mode: str, args) -> dict:
+    """One measurement in a fresh interpreter; returns its JSON line as a dict."""
+    out = subprocess.run([sys.executable, "-c", CHILD, mode, args.agent, str(args.seeds), str(args.steps),
+                          str(args.trace_length)], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"trace_copies: the {mode} measurement failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--agent", default="a2c")
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--trace-length", type=int, default=20_000_000)
+    p.add_argument("--json", default=None)
+    args = p.parse_args()
+    t0 = time.time()
+    rows = [run("copied", args), run("shared", args)]
+    same = rows[0]["lifelong_returns"] == rows[1]["lifelong_returns"]
+    print(f"windy InvertedPendulum, wind-1 at {args.trace_length:,} steps, {args.seeds} seeds of {args.agent}, "
+          f"{args.steps:,} steps each (execute_population, fresh process each)")
+    print("| trace in deep copies | peak RSS | RSS at the end | wall | environments made | distinct trace arrays |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['mode']} | {r['peak_rss_mb']:,.0f} MB | {r['end_rss_mb']:,.0f} MB | {r['wall_s']:.1f} s | "
+              f"{r['envs_made']} | {r['distinct_trace_arrays']} |")
+    print(f"lifelong returns equal: {same}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "same_returns": same, "args": vars(args), "python": platform.python_version(),
+                       "started_unix": t0}, f, indent=1)
+    if not same:
+        sys.exit("the two modes gave different lifelong returns")
+
+
+if __name__ == "__main__":
+    main()
