@@ -63,3 +63,25 @@ def test_gym_make_wrappers_hold_one_trace_array(trace, env_id):
         np.testing.assert_array_equal(env.unwrapped.wind.values, trace.values)
     finally:
         env.close()
+
+
+def test_unpickled_trace_is_read_only_and_a_writable_array_is_copied(trace):
+    back = pickle.loads(pickle.dumps(trace))
+    assert not back.values.flags.writeable
+    object.__setattr__(back, "values", back.values.copy())  # someone swaps in a writable array
+    dup = copy.deepcopy(back)
+    assert dup.values is not back.values and not dup.values.flags.writeable
+    back.values[0, 0] = 99.0
+    assert dup.values[0, 0] == trace.values[0, 0]
+
+
+def test_deepcopy_keeps_a_subclass_and_its_fields():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True, eq=False)
+    class Tagged(ContextTrace):
+        source: str = "default"
+
+    t = Tagged(np.zeros((3, 2)), "t", {}, "file.csv")
+    dup = copy.deepcopy(t)
+    assert type(dup) is Tagged and dup.source == "file.csv" and dup.values is t.values

@@ -58,27 +58,42 @@ class ContextTrace:
         return int(self.values.shape[0])
 
     def __deepcopy__(self, memo: dict) -> "ContextTrace":
-        """A deep copy that shares the read-only ``values`` array and copies the rest (name, metadata).
+        """A deep copy that shares the ``values`` array while it is read-only and copies every other field.
 
-        ``values`` cannot be written through (its write flag is off), so sharing it is indistinguishable from
-        copying it, and a copy is what Gymnasium makes of an environment's constructor arguments: every wrapper
-        of ``gym.make`` keeps a deep copy of the environment's spec, whose kwargs hold the trace. Duplicating
-        the array there cost 8 * T * d bytes per wrapper and environment: 4.8 GB for a population of 5 windy
-        MuJoCo seeds on a 20M-step trace (three wrappers each; measured with tracemalloc,
-        ``benchmarks/trace_copies.py``).
+        A read-only ``values`` cannot be written through, so sharing it is indistinguishable from copying it,
+        and a copy is what Gymnasium makes of an environment's constructor arguments: every wrapper of
+        ``gym.make`` keeps a deep copy of the environment's spec, whose kwargs hold the trace. Duplicating the
+        array there cost 8 * T * d bytes per wrapper and environment: 13 arrays of 320 MB for a population of 5
+        windy InvertedPendulum seeds on a 20M-step trace (peak resident memory 4.3 GB against 1.2 GB now;
+        ``benchmarks/trace_copies.py``). An array someone made writable again is copied, as before.
 
         Args:
             memo: :func:`copy.deepcopy`'s memo dict.
 
         Returns:
-            A new :class:`ContextTrace` whose ``values`` is this trace's array (same object, no bytes copied).
+            A new trace of the same class; its ``values`` is this trace's array (no bytes copied) when that is
+            read-only, else a read-only copy; its other fields (``name``, ``metadata``, a subclass's own) are
+            deep copies.
         """
         new = object.__new__(type(self))
         memo[id(self)] = new
-        object.__setattr__(new, "values", self.values)
-        object.__setattr__(new, "name", self.name)
-        object.__setattr__(new, "metadata", copy.deepcopy(self.metadata, memo))
+        for key, value in self.__dict__.items():
+            if key == "values":
+                if value.flags.writeable:
+                    value = value.copy()
+                    value.setflags(write=False)
+            else:
+                value = copy.deepcopy(value, memo)
+            object.__setattr__(new, key, value)
         return new
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickling: the fields as pickled, ``values`` read-only again (NumPy unpickles arrays writable)."""
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
+        values = self.__dict__.get("values")
+        if isinstance(values, np.ndarray):
+            values.setflags(write=False)
 
     @property
     def dim(self) -> int:

@@ -1091,12 +1091,13 @@ def _execute_locked(*args, **kwargs) -> list[dict]:
         return _execute_population_locked(*args, made=made, **kwargs)
     finally:
         for pop in made:
-            pop.close()
             # its loop's callbacks are closures over ``pop`` (on_update, on_episode below): a reference cycle that
-            # kept every seed's episode rows (600 MB a seed at the end of a 20M-step windy InvertedPendulum run)
-            # alive until the interpreter's next full collection, which a sweep worker running its next
-            # population may not reach for hours (found in the MuJoCo study's workers, 2026-12-05)
+            # kept every seed's episode rows (about 420 MB resident a seed at the end of a 20M-step windy
+            # InvertedPendulum run) alive until the interpreter's next full collection, which a sweep worker
+            # running its next population may not reach for hours (found in the MuJoCo study's workers, 2026-12-05)
             pop.loop.on_update = pop.loop.on_episode = None
+        for pop in made:
+            pop.close()
 
 
 def _execute_population_locked(configs, out_dirs, pop_dir, resume, progress, threads, stop_at, on_progress,
