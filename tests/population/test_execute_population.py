@@ -766,7 +766,7 @@ def test_population_takes_numpy_integer_seeds():
 def test_a_finished_population_leaves_no_cycle_holding_its_episode_rows(tmp_path, agent):
     """After execute_population returns (stopped, then resumed to the end), nothing keeps the seeds' episode rows
     alive without a garbage collection: a sweep worker's next population must not share the process with the
-    last one's rows (600 MB a seed at the end of a 20M-step windy InvertedPendulum run)."""
+    last one's rows (about 420 MB resident a seed at the end of a 20M-step windy InvertedPendulum run)."""
     import gc
 
     from lcpo.online.episodes import EpisodeRows
