@@ -34,7 +34,7 @@ import sys
 import time
 
 CHILD = r"""
-import copy, gc, json, resource, sys, tempfile, time
+import json, resource, sys, tempfile, time
 from pathlib import Path
 import torch
 torch.set_num_threads(1)

@@ -1096,7 +1096,6 @@ def _execute_locked(*args, **kwargs) -> list[dict]:
             # InvertedPendulum run) alive until the interpreter's next full collection, which a sweep worker
             # running its next population may not reach for hours (found in the MuJoCo study's workers, 2026-12-05)
             pop.loop.on_update = pop.loop.on_episode = None
-        for pop in made:
             pop.close()
 
 
