@@ -61,9 +61,8 @@ class WindProcess:
         self.divisor = float(divisor)
         self.trace = base.scaled(divisor)
         vals = self.trace.values
-        over = np.abs(vals) > bound
-        if over.any():
-            row = int(np.argwhere(over)[0, 0])
+        if vals.max() > bound or vals.min() < -bound:  # no (T, 2) temporaries: the array may be 20M rows
+            row = int(np.argwhere(np.abs(vals) > bound)[0, 0])
             raise TraceError(
                 f"trace {self.trace.name!r}: wind {vals[row].tolist()} at row {row} exceeds the bound +-{bound} "
                 f"(after divisor {divisor}); rescale the trace or pass a larger divisor")
