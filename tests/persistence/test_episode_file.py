@@ -6,6 +6,7 @@ import csv
 import io
 import math
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -36,8 +37,6 @@ def test_rows_read_back_as_the_tuples_appended_with_their_types():
     np.testing.assert_array_equal(rows.returns, [r[2] for r in AWKWARD])
     assert EpisodeRows(np.asarray(rows)) == rows  # from a checkpoint's array
     assert rows.tolist() == AWKWARD and isinstance(rows.tolist(), list)
-    import pickle
-
     assert pickle.loads(pickle.dumps(rows)) == rows
     with pytest.raises(IndexError, match="episode row 3 out of range"):
         rows[3]
@@ -64,6 +63,33 @@ def test_rows_of_episodes_without_context_are_padded_and_a_wider_row_widens_the_
     assert got.shape == (3, 5) and np.isnan(got[[0, 2], 4]).all() and got[1, 4] == 0.5
     with pytest.raises(ValueError, match="at least 4 values"):
         EpisodeRows([(0, 1, 2.0)])
+
+
+def test_a_wider_row_that_also_fills_the_capacity_pads_every_earlier_row():
+    """Growth leaves the spare capacity unwritten (np.empty): every row read must still be a written one."""
+    rows = EpisodeRows()
+    for i in range(1024):  # exactly the first capacity: the next append doubles and widens at once
+        rows.append((i, i, float(i), 1))
+    rows.append((1024, 1024, 1024.0, 1, 0.25, -0.5))
+    for i in range(1025, 3000):  # narrower rows after it, through another doubling
+        rows.append((i, i, float(i), 1))
+    got = np.asarray(rows)
+    assert got.shape == (3000, 6)
+    assert np.isnan(got[:1024, 4:]).all() and np.isnan(got[1025:, 4:]).all()
+    np.testing.assert_array_equal(got[1024], [1024, 1024, 1024.0, 1, 0.25, -0.5])
+    np.testing.assert_array_equal(got[:, 2], np.arange(3000.0))
+
+
+def test_pickle_holds_the_rows_only_not_the_spare_capacity():
+    grown = EpisodeRows()
+    for i in range(1025):  # capacity 2048 after this
+        grown.append((i, 2 * i, i / 3, 2, 0.5))
+    exact = EpisodeRows(grown.array())  # the same rows in an array of exactly 1,025
+    assert pickle.dumps(grown) == pickle.dumps(exact)  # no unwritten (arbitrary) bytes in the pickle
+    back = pickle.loads(pickle.dumps(grown))
+    assert back == grown and len(back) == 1025
+    assert len(pickle.dumps(grown)) < 1025 * 5 * 8 + 1000
+    assert pickle.loads(pickle.dumps(EpisodeRows())) == [] and pickle.loads(pickle.dumps(EpisodeRows())).width is None
 
 
 @pytest.mark.parametrize("row, what", [

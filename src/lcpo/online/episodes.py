@@ -105,9 +105,14 @@ class EpisodeRows(Sequence):
             self._a = np.empty((1024, w))
         width = self._a.shape[1]
         if w > width or self._n == self._a.shape[0]:  # wider rows widen the table (earlier rows: NaN)
-            grown = np.full((2 * self._a.shape[0] if self._n == self._a.shape[0] else self._a.shape[0],
-                             max(w, width)), np.nan)
+            # np.empty, not a NaN fill: rows past _n are never read and each append writes its whole row, so
+            # the capacity not yet used stays untouched, and the OS maps no memory for it (a large array's pages
+            # become resident when first written: a NaN fill made the doubling's spare half resident too)
+            grown = np.empty((2 * self._a.shape[0] if self._n == self._a.shape[0] else self._a.shape[0],
+                              max(w, width)))
             grown[: self._n, :width] = self._a[: self._n]
+            if w > width:
+                grown[: self._n, width:] = np.nan
             self._a = grown
             width = grown.shape[1]
         if w < width:  # an episode that saw no context (or fewer dimensions): NaN means
@@ -116,6 +121,11 @@ class EpisodeRows(Sequence):
         else:
             self._a[self._n] = row
         self._n += 1
+
+    def __reduce__(self):
+        """Pickle the rows alone (a float64 ``(n, width)`` array), not the capacity past them: growth leaves it
+        unwritten, so its bytes are arbitrary, and a pickle of equal rows is the same bytes."""
+        return (EpisodeRows, (np.array(self.array()),) if self._n else ())
 
     def extend(self, rows: Iterable[Sequence[float]]) -> None:
         """Append each of ``rows`` (see :meth:`append`)."""
