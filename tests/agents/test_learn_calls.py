@@ -51,3 +51,30 @@ def test_second_call_with_a_reset_condition_keeps_rows_steps_and_environment():
 def test_negative_steps_are_refused():
     with pytest.raises(ValueError, match="total_steps must be a non-negative integer, got -5"):
         _agent().learn(-5)
+
+
+@pytest.mark.parametrize("name", ["a2c", "lcpo", "prescient-a2c"])
+def test_an_agent_dropped_after_learn_is_freed_without_a_garbage_collection(name):
+    """Between calls the loop holds neither the agent nor the call's callback, so an agent and its loop's episode
+    rows go as soon as the caller drops them (a prescient agent's offline-training loop kept a study worker's
+    rows until the next full collection)."""
+    import gc
+    import weakref
+
+    gc.collect()
+    gc.disable()
+    try:
+        agent = _agent(name) if name != "prescient-a2c" else AGENTS[name](
+            gym.make("lcpo/WindyPendulum-v0", trace=resolve_trace("wind-3", length=3000)), seed=2,
+            rollout_steps=100, hidden=(16, 16), train_steps=300, train_episode_steps=100)
+        seen = []
+        agent.learn(250, callback=lambda step, diag: seen.append(agent.steps))  # the callback closes over it
+        if name == "prescient-a2c":
+            assert agent.trained and len(agent.base.episodes) == 3  # its offline training's own loop
+        loop = weakref.ref(agent._loop)
+        assert loop().agent is None and loop().on_update is None
+        ref = weakref.ref(agent)
+        del agent
+        assert ref() is None and loop() is None
+    finally:
+        gc.enable()

@@ -303,8 +303,17 @@ class Agent:
                 cond = parse_reset(reset_condition)
                 self._loop.reset_condition = cond
                 self._loop.never = isinstance(cond, NeverReset)
-        with limit_threads(self.threads):
-            self._loop.run(self._loop.steps + int(total_steps))
+        loop = self._loop
+        loop.agent = self
+        try:
+            with limit_threads(self.threads):
+                loop.run(loop.steps + int(total_steps))
+        finally:
+            # between calls the loop holds neither this agent nor the call's callback: no agent <-> loop reference
+            # cycle, so an agent its caller drops frees its episode rows at once instead of at the interpreter's
+            # next full garbage collection (a prescient agent's offline-training loop kept a population's rows)
+            loop.agent = None
+            loop.on_update = None
         return self
 
     @property

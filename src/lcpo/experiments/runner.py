@@ -770,9 +770,10 @@ def _local_worker(conn, stop_flag, parent_pid: int) -> None:
                 msg = (str(exc) if isinstance(exc, RunFailed)
                        else f"{Path(out_dirs[0]).name}: {type(exc).__name__}: {exc}")
                 conn.send(("error", msg))
-            # free the finished task's objects before the next one: runs leave reference cycles (an agent that
-            # holds its loop, callbacks that close over it), which keep their episode rows (hundreds of MB per
-            # seed on a 20M-step run) until a full collection, and a worker may not reach one for hours
+            # free the finished task's objects before the next one: a run may leave reference cycles (the frames
+            # kept by the first DDQN or SAC population's imports and just-in-time compilation reach back to its
+            # locals; docs/benchmarks.md), which keep their episode rows (hundreds of MB per seed on a 20M-step
+            # run) until a full collection, and a worker may not reach one for hours
             gc.collect()
     except (EOFError, OSError):
         pass  # the sweep process is gone
