@@ -78,3 +78,22 @@ def test_an_agent_dropped_after_learn_is_freed_without_a_garbage_collection(name
         assert ref() is None and loop() is None
     finally:
         gc.enable()
+
+
+def test_a_refused_reset_condition_leaves_no_callback_on_the_loop():
+    import gc
+    import weakref
+
+    gc.collect()
+    gc.disable()
+    try:
+        agent = _agent()
+        agent.learn(100)
+        with pytest.raises(ValueError):
+            agent.learn(100, reset_condition="bogus", callback=lambda step, diag: agent.steps)
+        assert agent._loop.on_update is None and agent._loop.agent is None
+        ref = weakref.ref(agent)
+        del agent
+        assert ref() is None
+    finally:
+        gc.enable()

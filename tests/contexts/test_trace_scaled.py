@@ -90,3 +90,34 @@ def test_seed_environments_with_a_divisor_hold_one_wind_array(trace, env_id):
     finally:
         for env in envs:
             env.close()
+
+
+def test_trace_values_and_quotients_cannot_be_made_writable_so_the_cache_cannot_go_stale(trace):
+    # a read-only array that owns its data can be made writable again; one over bytes cannot (review helper-32)
+    for arr in (trace.values, trace.scaled(8).values):
+        with pytest.raises(ValueError, match="WRITEABLE"):
+            arr.setflags(write=True)
+    import pickle
+
+    back = pickle.loads(pickle.dumps(trace, protocol=5))
+    with pytest.raises(ValueError, match="WRITEABLE"):
+        back.values.setflags(write=True)
+    np.testing.assert_array_equal(back.scaled(8).values, trace.values / 8.0)
+
+
+def test_a_fortran_ordered_array_becomes_a_c_ordered_trace_shared_by_its_environments():
+    values = np.asfortranarray(np.random.default_rng(2).uniform(-1, 1, size=(300, 2)))
+    t = ContextTrace(values, "f")
+    assert t.values.flags.c_contiguous
+    envs = [make_env("lcpo/WindyInvertedPendulum-v0", trace=t) for _ in range(2)]
+    try:
+        assert envs[0].unwrapped.wind.values is envs[1].unwrapped.wind.values is t.values  # no private C copy
+    finally:
+        for env in envs:
+            env.close()
+
+
+@pytest.mark.parametrize("bad", ["8", b"8", 10 ** 400])
+def test_strings_and_huge_integers_are_invalid_divisors(trace, bad):
+    with pytest.raises(TraceError, match="invalid divisor"):
+        trace.scaled(bad)

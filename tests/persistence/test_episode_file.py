@@ -92,6 +92,25 @@ def test_pickle_holds_the_rows_only_not_the_spare_capacity():
     assert pickle.loads(pickle.dumps(EpisodeRows())) == [] and pickle.loads(pickle.dumps(EpisodeRows())).width is None
 
 
+class _TaggedRows(EpisodeRows):
+    __slots__ = ("tag",)
+
+
+def test_a_subclass_keeps_its_type_and_fields_through_pickle_and_copies_and_nan_rows_compare_equal():
+    import copy
+
+    Tagged = _TaggedRows
+    rows = Tagged()
+    rows.tag = "run-7"
+    rows.append((0, 10, 1.0, 10))
+    rows.append((1, 20, 2.0, 10, 0.5))  # the first row's context column is NaN
+    for back in (pickle.loads(pickle.dumps(rows)), copy.copy(rows), copy.deepcopy(rows)):
+        assert type(back) is Tagged and back.tag == "run-7" and back == rows and len(back) == 2
+        back.append((2, 30, 3.0, 10, 0.25))
+        assert len(rows) == 2  # independent
+    assert rows == rows.copy()  # NaN cells compare equal (they are the same padding)
+
+
 @pytest.mark.parametrize("row, what", [
     ((0, 2**53 + 1, 1.0, 3), "end step must be an integer within"),  # float64 would round it to 2**53
     ((0, -(2**53) - 1, 1.0, 3), "end step must be an integer within"),

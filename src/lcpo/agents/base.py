@@ -294,18 +294,16 @@ class Agent:
         if isinstance(total_steps, bool) or not float(total_steps).is_integer() or total_steps < 0:
             raise ValueError(f"total_steps must be a non-negative integer, got {total_steps!r}")
         if self._loop is None:
-            self._loop = OnlineLoop(self.env, self, reset_condition, seed=self.seed, on_update=callback)
-        else:
-            self._loop.on_update = callback
-            if reset_condition is not None:
-                from lcpo.online.loop import NeverReset, parse_reset
+            self._loop = OnlineLoop(self.env, None, reset_condition, seed=self.seed)
+        elif reset_condition is not None:
+            from lcpo.online.loop import NeverReset, parse_reset
 
-                cond = parse_reset(reset_condition)
-                self._loop.reset_condition = cond
-                self._loop.never = isinstance(cond, NeverReset)
+            cond = parse_reset(reset_condition)  # a malformed one raises here, before the loop holds anything
+            self._loop.reset_condition = cond
+            self._loop.never = isinstance(cond, NeverReset)
         loop = self._loop
-        loop.agent = self
         try:
+            loop.agent, loop.on_update = self, callback
             with limit_threads(self.threads):
                 loop.run(loop.steps + int(total_steps))
         finally:

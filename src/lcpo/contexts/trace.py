@@ -48,13 +48,12 @@ class ContextTrace:
                              "use values[:, None] for a one-dimensional context")
         if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
             raise TraceError(f"trace {self.name!r}: expected a non-empty (T, d) array, got shape {arr.shape}")
-        arr = np.array(arr, dtype=np.float64, copy=True)
+        arr = np.asarray(arr, dtype=np.float64)
         bad = ~np.isfinite(arr)
         if bad.any():
             row = int(np.argwhere(bad)[0, 0])
             raise TraceError(f"trace {self.name!r}: non-finite value {arr[row].tolist()} at row {row}")
-        arr.setflags(write=False)
-        object.__setattr__(self, "values", arr)
+        object.__setattr__(self, "values", _immutable(arr))
 
     def __len__(self) -> int:
         return int(self.values.shape[0])
@@ -67,35 +66,34 @@ class ContextTrace:
         ``gym.make`` keeps a deep copy of the environment's spec, whose kwargs hold the trace. Duplicating the
         array there cost 8 * T * d bytes per wrapper and environment: 13 arrays of 320 MB for a population of 5
         windy InvertedPendulum seeds on a 20M-step trace (peak resident memory 4.3 GB against 1.2 GB now;
-        ``benchmarks/trace_copies.py``). An array someone made writable again is copied, as before.
+        ``benchmarks/trace_copies.py``). An array that is not immutable (one a caller swapped in) is copied.
 
         Args:
             memo: :func:`copy.deepcopy`'s memo dict.
 
         Returns:
             A new trace of the same class; its ``values`` is this trace's array (no bytes copied) when that is
-            read-only, else a read-only copy; its other fields (``name``, ``metadata``, a subclass's own) are
+            immutable (as every trace's own is), else an immutable copy; its other fields (``name``, ``metadata``, a subclass's own) are
             deep copies.
         """
         new = object.__new__(type(self))
         memo[id(self)] = new
         for key, value in self.__dict__.items():
             if key == "values":
-                if value.flags.writeable:
-                    value = value.copy()
-                    value.setflags(write=False)
+                if not _is_immutable(value):
+                    value = _immutable(value)
             else:
                 value = copy.deepcopy(value, memo)
             object.__setattr__(new, key, value)
         return new
 
     def __setstate__(self, state: dict) -> None:
-        """Unpickling: the fields as pickled, ``values`` read-only again (NumPy unpickles arrays writable)."""
+        """Unpickling: the fields as pickled, ``values`` immutable again (NumPy unpickles arrays writable)."""
         for key, value in state.items():
             object.__setattr__(self, key, value)
         values = self.__dict__.get("values")
         if isinstance(values, np.ndarray):
-            values.setflags(write=False)
+            object.__setattr__(self, "values", _immutable(values))
 
     @property
     def dim(self) -> int:
@@ -108,24 +106,27 @@ class ContextTrace:
         The divided array is made once per read-only ``values`` array and divisor and shared by every caller
         while any of them holds it: each seed's environment of a population divides the same trace (its deep
         copies share ``values``, :meth:`__deepcopy__`), and a private array each cost 8 * T * d bytes, 1.6 GB for
-        5 seeds on a 20M-step trace (``benchmarks/trace_copies.py --divisor 8``). The division is elementwise
-        IEEE float64, so a shared result is bit-identical to a fresh one. A trace whose ``values`` was made
-        writable again gets a private array (its values may change).
+        5 seeds on a 20M-step trace (``benchmarks/trace_copies.py --env lcpo/WindyInvertedDoublePendulum-v0``).
+        The division is elementwise IEEE float64, so a shared result is bit-identical to a fresh one. Both arrays
+        are immutable (backed by ``bytes``: NumPy refuses to make them writable), so a cached quotient cannot go
+        stale; a trace whose ``values`` a caller swapped for a mutable array gets a private quotient.
 
         Args:
             divisor: a finite, non-zero number; 1 returns this trace itself.
 
         Returns:
             A :class:`ContextTrace` named ``"<name>/<divisor>"`` whose metadata adds ``divisor``; its ``values``
-            is ``values / divisor``, float64, shape ``(T, d)``, read-only.
+            is ``values / divisor``, float64, shape ``(T, d)``, immutable.
 
         Raises:
             TraceError: a ``divisor`` that is not a finite non-zero number, or one so small that a divided value
                 overflows (the message names the trace and the divisor).
         """
         try:
+            if isinstance(divisor, (str, bytes)):
+                raise TypeError
             divisor = float(divisor)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise TraceError(f"trace {self.name!r}: invalid divisor {divisor!r}") from None
         if not np.isfinite(divisor) or divisor == 0:
             raise TraceError(f"trace {self.name!r}: invalid divisor {divisor}")
@@ -144,36 +145,53 @@ class ContextTrace:
 #: ``(id(values), divisor) -> (weak reference to values, weak reference to values / divisor)``; entries whose
 #: arrays are gone are dropped on the next lookup. Weak references only: the cache keeps no array alive.
 _QUOTIENTS: dict[tuple[int, float], tuple[weakref.ref, weakref.ref]] = {}
-_QUOTIENTS_LOCK = threading.Lock()
+_QUOTIENTS_LOCK = threading.RLock()
+
+
+def _is_immutable(a: np.ndarray) -> bool:
+    """Whether ``a``'s bytes can never change: a read-only array over a ``bytes`` object (NumPy refuses to make
+    such an array writable again, unlike a read-only array that owns its data)."""
+    if a.flags.writeable:
+        return False
+    base = a.base
+    while isinstance(base, np.ndarray):  # a reshaped view's base is the 1-D array over the bytes
+        if base.flags.writeable:
+            return False
+        base = base.base
+    return isinstance(base, bytes)
+
+
+def _immutable(a: np.ndarray) -> np.ndarray:
+    """An immutable C-ordered float64 copy of ``a`` (same shape), backed by ``bytes``."""
+    a = np.asarray(a, dtype=np.float64)
+    return np.frombuffer(a.tobytes(order="C"), dtype=np.float64).reshape(a.shape)
 
 
 def _shared_quotient(values: np.ndarray, divisor: float) -> np.ndarray:
-    """``values / divisor`` as a read-only array, the same array for the same read-only ``values`` and divisor.
+    """``values / divisor`` as an immutable array, the same array for the same immutable ``values`` and divisor.
 
     Args:
         values: a trace's float64 ``(T, d)`` array.
         divisor: finite, non-zero.
 
     Returns:
-        A read-only float64 ``(T, d)`` array; shared with earlier callers when ``values`` is read-only and their
-        result is still alive, else new (a writable ``values`` is never cached: it may change).
+        An immutable float64 ``(T, d)`` array; shared with earlier callers when ``values`` is immutable and their
+        result is still alive, else new (a mutable ``values`` is never cached: it may change).
     """
-    if values.flags.writeable:
+    if not _is_immutable(values):
         with np.errstate(over="ignore"):  # an overflow is the caller's one-line error
-            out = values / divisor
-        out.setflags(write=False)
-        return out
+            return _immutable(values / divisor)
     key = (id(values), divisor)
-    with _QUOTIENTS_LOCK:
-        for k in [k for k, (base, quot) in _QUOTIENTS.items() if base() is None or quot() is None]:
-            del _QUOTIENTS[k]
+    with _QUOTIENTS_LOCK:  # re-entrant: a finalizer run by a collection in here may call scaled() itself
+        for k, (base, quot) in list(_QUOTIENTS.items()):
+            if base() is None or quot() is None:
+                _QUOTIENTS.pop(k, None)
         hit = _QUOTIENTS.get(key)
         if hit is not None and hit[0]() is values:
             quot = hit[1]()
             if quot is not None:
                 return quot
         with np.errstate(over="ignore"):
-            out = values / divisor
-        out.setflags(write=False)
+            out = _immutable(values / divisor)
         _QUOTIENTS[key] = (weakref.ref(values), weakref.ref(out))
         return out

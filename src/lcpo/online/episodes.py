@@ -108,7 +108,7 @@ class EpisodeRows(Sequence):
             # np.empty, not a NaN fill: rows past _n are never read and each append writes its whole row, so
             # the capacity not yet used stays untouched, and the OS maps no memory for it (a large array's pages
             # become resident when first written: a NaN fill made the doubling's spare half resident too)
-            grown = np.empty((2 * self._a.shape[0] if self._n == self._a.shape[0] else self._a.shape[0],
+            grown = np.empty((max(2 * self._a.shape[0], 1024) if self._n == self._a.shape[0] else self._a.shape[0],
                               max(w, width)))
             grown[: self._n, :width] = self._a[: self._n]
             if w > width:
@@ -122,10 +122,16 @@ class EpisodeRows(Sequence):
             self._a[self._n] = row
         self._n += 1
 
-    def __reduce__(self):
-        """Pickle the rows alone (a float64 ``(n, width)`` array), not the capacity past them: growth leaves it
-        unwritten, so its bytes are arbitrary, and a pickle of equal rows is the same bytes."""
-        return (EpisodeRows, (np.array(self.array()),) if self._n else ())
+    def __getstate__(self):
+        """Pickle (and copy) the rows alone, a float64 ``(n, width)`` view, not the capacity past them: growth
+        leaves it unwritten, so its bytes are arbitrary, and a pickle of equal rows is the same bytes. A
+        subclass's own attributes are kept (the default state with ``_a`` cut to the rows)."""
+        state = super().__getstate__()
+        dict_state, slots = state if isinstance(state, tuple) else (state, {})
+        slots = dict(slots)
+        if self._a is not None:
+            slots["_a"] = self._a[: self._n]  # a view: pickling writes only these bytes; no copy in memory
+        return (dict_state, slots)
 
     def extend(self, rows: Iterable[Sequence[float]]) -> None:
         """Append each of ``rows`` (see :meth:`append`)."""
@@ -156,7 +162,8 @@ class EpisodeRows(Sequence):
 
     def __eq__(self, other) -> bool:
         if isinstance(other, EpisodeRows):
-            return self._n == other._n and (self._n == 0 or np.array_equal(self.array(), other.array()))
+            return self._n == other._n and (self._n == 0 or np.array_equal(self.array(), other.array(),
+                                                                            equal_nan=True))
         if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
             return len(other) == self._n and all(tuple(a) == b for a, b in zip(other, self))
         return NotImplemented
