@@ -73,7 +73,8 @@ class ContextTrace:
 
         Returns:
             A new trace of the same class; its ``values`` is this trace's array (no bytes copied) when that is
-            immutable (as every trace's own is), else an immutable copy; its other fields (``name``, ``metadata``, a subclass's own) are
+            immutable (as every trace's own is), else an immutable copy; its other fields (``name``,
+            ``metadata``, a subclass's own) are
             deep copies.
         """
         new = object.__new__(type(self))
@@ -103,7 +104,7 @@ class ContextTrace:
     def scaled(self, divisor: float) -> "ContextTrace":
         """Return the trace divided by ``divisor`` (the per-environment wind divisors of the spec table).
 
-        The divided array is made once per read-only ``values`` array and divisor and shared by every caller
+        The divided array is made once per immutable ``values`` array and divisor and shared by every caller
         while any of them holds it: each seed's environment of a population divides the same trace (its deep
         copies share ``values``, :meth:`__deepcopy__`), and a private array each cost 8 * T * d bytes, 1.6 GB for
         5 seeds on a 20M-step trace (``benchmarks/trace_copies.py --env lcpo/WindyInvertedDoublePendulum-v0``).
@@ -136,7 +137,7 @@ class ContextTrace:
         if not (np.isfinite(values.min()) and np.isfinite(values.max())):
             raise TraceError(f"trace {self.name!r}: divisor {divisor:g} overflows a divided value to infinity")
         new = object.__new__(ContextTrace)
-        object.__setattr__(new, "values", values)  # finite float64 (T, d), read-only: already valid
+        object.__setattr__(new, "values", values)  # finite float64 (T, d), immutable: already valid
         object.__setattr__(new, "name", f"{self.name}/{divisor:g}")
         object.__setattr__(new, "metadata", dict(self.metadata, divisor=divisor))
         return new
