@@ -50,6 +50,11 @@ MODES = ("auto", "sync", "async", "native")
 #: env id -> "module:class" of its native vector implementation, constructed as ``cls(env_kwargs=[...])``
 NATIVE_VECTOR_ENVS: dict[str, str] = {
     "lcpo/WindyPendulum-v0": "lcpo.envs.windy_pendulum_vector:WindyPendulumVectorEnv",
+    # the windy MuJoCo tasks: SyncVectorEnv subclasses with a lean DISABLED-mode step (lcpo.envs.mujoco.vector)
+    "lcpo/WindyInvertedPendulum-v0": "lcpo.envs.mujoco.vector:WindyInvertedPendulumVectorEnv",
+    "lcpo/WindyInvertedDoublePendulum-v0": "lcpo.envs.mujoco.vector:WindyInvertedDoublePendulumVectorEnv",
+    "lcpo/WindyHopper-v0": "lcpo.envs.mujoco.vector:WindyHopperVectorEnv",
+    "lcpo/WindyReacher-v0": "lcpo.envs.mujoco.vector:WindyReacherVectorEnv",
 }
 
 
