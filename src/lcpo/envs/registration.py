@@ -47,10 +47,6 @@ ENV_IDS: dict[str, str] = {
 #: env_kwargs=[...])``; see :mod:`lcpo.envs.vector`)
 VECTOR_ENTRY_POINTS: dict[str, str] = {
     "lcpo/WindyPendulum-v0": "lcpo.envs.windy_pendulum_vector:make_windy_pendulum_vector",
-    "lcpo/WindyInvertedPendulum-v0": "lcpo.envs.mujoco.vector:WindyInvertedPendulumVectorEnv",
-    "lcpo/WindyInvertedDoublePendulum-v0": "lcpo.envs.mujoco.vector:WindyInvertedDoublePendulumVectorEnv",
-    "lcpo/WindyHopper-v0": "lcpo.envs.mujoco.vector:WindyHopperVectorEnv",
-    "lcpo/WindyReacher-v0": "lcpo.envs.mujoco.vector:WindyReacherVectorEnv",
 }
 
 

@@ -4,8 +4,9 @@ A population of N seeds steps one :class:`gymnasium.vector.VectorEnv` whose sub-
 ``k``'s environment (issue 26, item 2). Two pieces:
 
 * :func:`make_vector_env` builds the vector env from one keyword dict per sub-environment (each seed's trace,
-  time limit, ...): lcpo's native array implementation where there is one (windy Pendulum,
-  :class:`~lcpo.envs.windy_pendulum_vector.WindyPendulumVectorEnv`), else Gymnasium's
+  time limit, ...): lcpo's native implementation where there is one (windy Pendulum,
+  :class:`~lcpo.envs.windy_pendulum_vector.WindyPendulumVectorEnv`; the windy MuJoCo tasks,
+  :class:`~lcpo.envs.mujoco.vector.WindyMujocoVectorEnv`, a ``SyncVectorEnv`` with a lean step), else Gymnasium's
   :class:`~gymnasium.vector.SyncVectorEnv` or :class:`~gymnasium.vector.AsyncVectorEnv` of
   :func:`lcpo.envs.registration.make_env` environments (lcpo ids, Gymnasium ids, a user's ``MODULE:ID``), so
   each sub-environment carries the single environment's wrappers (e.g. ``DiscretizeActions``) and its action

@@ -147,9 +147,28 @@ def test_other_autoreset_modes_are_sync_vector_envs(mode):
         np.testing.assert_array_equal(ra[4]["context"], rb[4]["context"])
 
 
-def test_vector_entry_point_and_population_use_it():
-    venv = gym.make_vec(IP, num_envs=2, vectorization_mode="vector_entry_point",
-                        env_kwargs=[{"time_limit": 5}, {"time_limit": 50}])
+def test_lean_masked_reset_path_is_taken():
+    venv = make_vector_env(IP, [{}, {}, {}])
+    venv.reset(seed=0)
+    calls = []
+    original = SyncVectorEnv.reset
+    SyncVectorEnv.reset = lambda self, **kw: calls.append(kw) or original(self, **kw)
+    try:
+        obs, infos = venv.reset(options={"reset_mask": np.array([False, True, False])})
+    finally:
+        SyncVectorEnv.reset = original
+    assert calls == []
+    assert obs.dtype == np.float32 and obs.shape == (3, 10)
+    assert infos["_context"].tolist() == [False, True, False]
+
+
+def test_population_uses_it_and_gymnasium_make_vec_is_unchanged():
+    # not the ids' Gymnasium vector entry point: make_vec keeps its own vector envs, wrappers and vector_kwargs
+    venv = gym.make_vec(IP, num_envs=2, vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
+                        wrappers=[gym.wrappers.RecordEpisodeStatistics])
+    assert type(venv) is SyncVectorEnv
+    venv.close()
+    venv = make_vector_env(IP, [{"time_limit": 5}, {"time_limit": 50}], mode="native")
     assert isinstance(venv, WindyInvertedPendulumVectorEnv) and venv.num_envs == 2
     assert [e.unwrapped.max_episode_steps for e in venv.envs] == [5, 50]
     from lcpo.online.population import Population
@@ -172,12 +191,20 @@ def test_errors_name_the_bad_value():
         venv.step(np.array([[0], [15]]))
     with pytest.raises(ValueError, match="sub-env 0: bin index out of range"):
         venv.step(np.array([[-1], [3]]))
-    with pytest.raises(ValueError, match="integer bin indices.*float64"):
+    with pytest.raises(ValueError, match=r"^sub-env 0: bin indices must be integers, got \[0.5\]$"):
         venv.step(np.array([[0.5], [1.0]]))
-    with pytest.raises(ValueError, match="integer bin indices"):
-        venv.step(np.array([[np.nan], [1.0]]))
+    with pytest.raises(ValueError, match=r"^sub-env 1: bin indices must be integers, got \[nan\]$"):
+        venv.step(np.array([[1.0], [np.nan]]))
+    with pytest.raises(ValueError, match=r"^sub-env 1: bin index out of range \[0, 15\): \[1e\+20\]$"):
+        venv.step(np.array([[1.0], [1e20]]))  # the value as given, not a wrapped int64 cast
+    with pytest.raises(ValueError, match="^actions must be integer bin indices, got dtype <U1$"):
+        venv.step(np.array([["1"], ["2"]]))
     obs, *_ = venv.step(np.array([[3.0], [4.0]]))  # integral floats are bin indices
     assert obs.shape == (2, 10)
+    venv.reset(seed=1)
+    obs, *_ = venv.step(np.array([[True], [False]]))  # and bools, as Gymnasium's path takes them
+    assert obs.shape == (2, 10)
+    venv.reset(seed=2)
     ended = False
     for _ in range(300):  # run sub-env 0 into an end, then step it again without a reset
         _, _, term, trunc, _ = venv.step(np.array([[14], [7]]))
@@ -187,8 +214,10 @@ def test_errors_name_the_bad_value():
     assert ended
     with pytest.raises(RuntimeError, match=r"sub-envs \[0.*ended their episode"):
         venv.step(np.array([[7], [7]]))
-    with pytest.raises(TypeError, match="bool numpy array"):
+    with pytest.raises(TypeError, match="^options\\['reset_mask'\\] must be a bool numpy array, got list$"):
         venv.reset(options={"reset_mask": [True, False]})
+    with pytest.raises(TypeError, match="got ndarray of dtype int8$"):
+        venv.reset(options={"reset_mask": np.array([1, 0], dtype=np.int8)})
     with pytest.raises(ValueError, match=r"shape \(2,\)"):
         venv.reset(options={"reset_mask": np.ones(3, dtype=bool)})
     with pytest.raises(ValueError, match="at least one True"):
@@ -197,6 +226,10 @@ def test_errors_name_the_bad_value():
         venv.reset(seed=[1, 2, 3], options={"reset_mask": np.ones(2, dtype=bool)})
     with pytest.raises(RuntimeError, match=r"action_space=MultiDiscrete\(\[5\]\)"):
         WindyInvertedPendulumVectorEnv(env_kwargs=[{"bins": 15}, {"bins": 5}])
+    with pytest.raises(ValueError, match="num_envs. must be an integer >= 1, got 2.7"):
+        WindyInvertedPendulumVectorEnv(num_envs=2.7)
+    with pytest.raises(ValueError, match=r"^env_kwargs\[1\]: environment argument 'time_limit' must be an integer >= 1 .*got 0$"):
+        WindyInvertedPendulumVectorEnv(env_kwargs=[{}, {"time_limit": 0}])
     with pytest.raises(ValueError, match="num_envs=3 but env_kwargs has 2"):
         WindyInvertedPendulumVectorEnv(num_envs=3, env_kwargs=[{}, {}])
     with pytest.raises(ValueError, match="env_kwargs\\[1\\] must be a dict"):

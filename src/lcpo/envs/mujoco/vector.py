@@ -4,13 +4,18 @@
 ``make_env(env_id, **env_kwargs[k])`` builds (``OrderEnforcing(DiscretizeActions(<windy task>))``), so every
 consumer of a ``SyncVectorEnv`` (:class:`lcpo.envs.vector.VectorStream`'s per-sub-env checkpoints with their
 wrappers, a population's seed environments, ``continue_where``) works unchanged, and a checkpoint written
-through one resumes through the other. Only ``step`` in ``DISABLED`` autoreset mode (the mode
-:func:`lcpo.envs.vector.make_vector_env` gives a population) takes a shorter path: the bin indices of all
-sub-environments are checked and looked up in one NumPy operation, each windy task's own ``step`` is called
-directly (not through the two wrappers and Gymnasium's per-action space iteration), and the info dict is
-batched key by key instead of by ``SyncVectorEnv._add_info``'s generic merge. The task's ``step`` is the single
-environment's, so each sub-environment is bit-identical to ``make_env(env_id, **env_kwargs[k])`` stepped alone
-(``tests/envs/mujoco/test_mujoco_vector.py``). The other autoreset modes and ``reset`` are ``SyncVectorEnv``'s own.
+through one resumes through the other. Only in ``DISABLED`` autoreset mode (the mode
+:func:`lcpo.envs.vector.make_vector_env` gives a population) do ``step`` and a masked ``reset`` take a shorter
+path: the bin indices of all sub-environments are checked and looked up in one NumPy operation, each windy
+task's own ``step`` (``reset``) is called directly (not through the two wrappers and Gymnasium's per-action
+space iteration), and the info dict is batched key by key instead of by ``SyncVectorEnv._add_info``'s generic
+merge. The task's ``step`` is the single environment's, so each sub-environment is bit-identical to
+``make_env(env_id, **env_kwargs[k])`` stepped alone (``tests/envs/mujoco/test_mujoco_vector.py``). The other
+autoreset modes and full resets are ``SyncVectorEnv``'s own.
+
+It is the ids' native vector env for :func:`lcpo.envs.vector.make_vector_env` (``mode="auto"`` or ``"native"``),
+not their Gymnasium ``vector_entry_point``: ``gymnasium.make_vec(id, ...)`` keeps building Gymnasium's own vector
+envs (with its ``wrappers`` and ``vector_kwargs``).
 
 Speed: ``python benchmarks/vector_env.py --env lcpo/WindyInvertedPendulum-v0`` (figures in ``docs/benchmarks.md``).
 """
@@ -24,6 +29,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers.common import OrderEnforcing
 
+from lcpo.envs.arguments import integer
 from lcpo.envs.discretize import DiscretizeActions
 from lcpo.envs.mujoco.base import WindyMujocoEnv
 
@@ -53,8 +59,10 @@ class WindyMujocoVectorEnv(SyncVectorEnv):
 
     Raises:
         ValueError: neither or inconsistent ``num_envs``/``env_kwargs``, an entry that is not a dict, an unknown
-            autoreset mode; at ``step`` (lean path): actions of the wrong shape, non-integer values or a bin
-            index out of range (names the sub-env).
+            autoreset mode, an argument a sub-env refuses (named with its ``env_kwargs[k]``); at ``step`` (lean
+            path): actions of the wrong shape or dtype, a non-integral, non-finite or out-of-range bin index
+            (names the sub-env and the value). Actions are ``(N, d)`` (or ``(N,)`` when d = 1) integers, bools,
+            or floats with integral values.
         RuntimeError: sub-envs with different action spaces (e.g. ``bins``; Gymnasium's own check, naming both);
             a lean ``step`` of a sub-env that ended and was not reset (``DISABLED`` mode, as Gymnasium asserts), or
             before the first ``reset``.
@@ -66,18 +74,18 @@ class WindyMujocoVectorEnv(SyncVectorEnv):
 
     def __init__(self, num_envs: int | None = None, env_kwargs: Sequence[dict] | None = None, *,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, device=None, **kwargs):
-        from lcpo.envs.registration import make_env
-
         try:
             autoreset_mode = AutoresetMode(autoreset_mode)
         except ValueError:
             raise ValueError(f"unknown autoreset_mode {autoreset_mode!r}; valid: "
                              f"{[m.value for m in AutoresetMode]}") from None
         name = type(self).__name__
+        if num_envs is not None:
+            num_envs = integer(num_envs, "num_envs", minimum=1)
         if env_kwargs is None:
-            if num_envs is None or isinstance(num_envs, bool) or int(num_envs) < 1:
-                raise ValueError(f"{name} needs num_envs >= 1 or env_kwargs, got num_envs={num_envs!r}")
-            env_kwargs = [{} for _ in range(int(num_envs))]
+            if num_envs is None:
+                raise ValueError(f"{name} needs num_envs >= 1 or env_kwargs")
+            env_kwargs = [{} for _ in range(num_envs)]
         if isinstance(env_kwargs, dict) or not isinstance(env_kwargs, Sequence) or len(env_kwargs) == 0:
             raise ValueError(f"{name}: env_kwargs must be a non-empty list of dicts, one per sub-env, got "
                              f"{type(env_kwargs).__name__}")
@@ -86,10 +94,11 @@ class WindyMujocoVectorEnv(SyncVectorEnv):
         for k, kw in enumerate(env_kwargs):
             if not isinstance(kw, dict):
                 raise ValueError(f"{name}: env_kwargs[{k}] must be a dict, got {type(kw).__name__}")
-        fns = [functools.partial(make_env, self.env_id, **{**kwargs, **kw}) for kw in env_kwargs]
+        fns = [functools.partial(_make_sub_env, self.env_id, k, {**kwargs, **kw}) for k, kw in enumerate(env_kwargs)]
         super().__init__(fns, autoreset_mode=autoreset_mode)
         # the lean step needs every sub-env to be exactly OrderEnforcing(DiscretizeActions(windy task)); a chain
-        # with more wrappers (a user's env_kwargs cannot add any, but a subclass might) keeps Gymnasium's step
+        # with more wrappers (e.g. env_kwargs {"disable_env_checker": False} adds a PassiveEnvChecker) keeps
+        # Gymnasium's step
         self._tasks: list[WindyMujocoEnv] | None = []
         for env in self.envs:
             inner = env.env if type(env) is OrderEnforcing else None
@@ -126,8 +135,7 @@ class WindyMujocoVectorEnv(SyncVectorEnv):
                 and self.autoreset_mode is AutoresetMode.DISABLED)
         if not lean:
             out = super().reset(seed=seed, options=options)
-            if not (options and "reset_mask" in options):
-                self._started = True
+            self._started = True  # (Gymnasium's masked reset succeeds only once every sub-env was reset)
             return out
         n = self.num_envs
         if seed is None:
@@ -138,7 +146,8 @@ class WindyMujocoVectorEnv(SyncVectorEnv):
             raise ValueError(f"seed has {len(seed)} entries for num_envs={n}")
         mask = options.pop("reset_mask")
         if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_:
-            raise TypeError(f"options['reset_mask'] must be a bool numpy array, got {mask!r:.120}")
+            raise TypeError(f"options['reset_mask'] must be a bool numpy array, got {type(mask).__name__}"
+                            + (f" of dtype {mask.dtype}" if isinstance(mask, np.ndarray) else ""))
         if mask.shape != (n,):
             raise ValueError(f"options['reset_mask'] must have shape ({n},), got {mask.shape}")
         rows = np.flatnonzero(mask)
@@ -151,7 +160,8 @@ class WindyMujocoVectorEnv(SyncVectorEnv):
         for i in rows:
             self._env_obs[i], info = self._tasks[i].reset(seed=seed[i], options=options)
             infos.append(info)
-        return np.stack(self._env_obs), self._batch_infos(infos, rows)
+        obs = np.stack(self._env_obs).astype(self.single_observation_space.dtype, copy=False)
+        return obs, self._batch_infos(infos, rows)
 
     def _bin_indices(self, actions) -> np.ndarray:
         """``(N, d)`` int64 bin indices from ``actions`` (``(N, d)``, or ``(N,)`` when d = 1), checked."""
@@ -159,17 +169,20 @@ class WindyMujocoVectorEnv(SyncVectorEnv):
         acts = np.asarray(actions)
         if acts.shape != (n, d) and not (d == 1 and acts.shape == (n,)):
             raise ValueError(f"actions must have shape ({n}, {d}) (bin indices), got {acts.shape}")
-        if acts.dtype.kind not in "iu":
-            if acts.dtype.kind == "f" and np.all(np.isfinite(acts)) and np.array_equal(acts, np.floor(acts)):
-                acts = acts.astype(np.int64)
-            else:
-                raise ValueError(f"actions must be integer bin indices, got dtype {acts.dtype}: {actions!r:.120}")
+        kind = acts.dtype.kind
+        if kind not in "iubf":
+            raise ValueError(f"actions must be integer bin indices, got dtype {acts.dtype}")
         acts = acts.reshape(n, d)
-        bad = (acts < 0) | (acts >= self._bins)
+        if kind == "f":
+            bad = ~np.isfinite(acts) | (acts != np.floor(acts))
+            if bad.any():
+                k = int(np.flatnonzero(bad.any(axis=1))[0])
+                raise ValueError(f"sub-env {k}: bin indices must be integers, got {acts[k].tolist()}")
+        bad = (acts < 0) | (acts >= self._bins)  # on the values as given (before a cast could wrap them)
         if bad.any():
             k = int(np.flatnonzero(bad.any(axis=1))[0])
             raise ValueError(f"sub-env {k}: bin index out of range [0, {self._bins}): {acts[k].tolist()}")
-        return acts
+        return acts if kind in "iu" else acts.astype(np.int64)
 
     def step(self, actions):
         """Step every sub-env with its bin indices (see the class docstring for shapes and the lean path).
@@ -242,6 +255,20 @@ class WindyMujocoVectorEnv(SyncVectorEnv):
         for i, info in zip(rows, infos):
             out = self._add_info(out, info, int(i))
         return out
+
+
+def _make_sub_env(env_id: str, k: int, kwargs: dict):
+    """Sub-env ``k``: ``make_env(env_id, **kwargs)``, its argument errors prefixed with ``env_kwargs[k]``."""
+    from lcpo.envs.registration import make_env
+
+    try:
+        return make_env(env_id, **kwargs)
+    except (ValueError, TypeError) as exc:
+        try:
+            error = type(exc)(f"env_kwargs[{k}]: {exc}")
+        except Exception:  # an exception class with another constructor: keep it as raised
+            raise exc from None
+        raise error from None
 
 
 class WindyInvertedPendulumVectorEnv(WindyMujocoVectorEnv):
