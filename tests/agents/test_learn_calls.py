@@ -97,3 +97,41 @@ def test_a_refused_reset_condition_leaves_no_callback_on_the_loop():
         assert ref() is None
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("where", ["callback", "reset_condition"])
+def test_learn_inside_its_own_learn_is_refused_and_the_outer_call_goes_on(where):
+    """A `learn` from inside the running one (its callback or its reset condition) is refused with one line, and
+    the outer call keeps its callback, its step count and its stream: the same as a run that never tried."""
+    agent, ref = _agent(), _agent()
+    errors, seen = [], []
+
+    def inner():
+        try:
+            agent.learn(50)
+        except RuntimeError as e:
+            errors.append(str(e))
+
+    def callback(step, diag):
+        seen.append(step)
+        if step == 100:
+            inner()
+
+    def reset(a, transition, env):
+        if a.steps == 150 and not errors:
+            inner()
+        return transition.terminated or transition.truncated
+
+    if where == "callback":
+        agent.learn(300, callback=callback)
+        ref.learn(300)
+    else:
+        agent.learn(300, reset_condition=reset, callback=callback)
+        ref.learn(300, reset_condition=lambda a, t, e: t.terminated or t.truncated)
+    assert len(errors) == 1 and "\n" not in errors[0]
+    assert errors[0].startswith("learn(50) called while this agent's learn is running (at step")
+    assert seen == [100, 200, 300] and agent.steps == 300 and agent.updates == 3
+    assert list(agent.episodes) == list(ref.episodes)
+    assert agent._loop.agent is None and agent._loop.on_update is None
+    agent.learn(100)  # and it goes on afterwards
+    assert agent.steps == 400

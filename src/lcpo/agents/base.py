@@ -290,9 +290,16 @@ class Agent:
 
         Raises:
             ValueError: for a negative or non-integer ``total_steps`` or a malformed reset condition.
+            RuntimeError: when called while this agent's ``learn`` is running (from its callback or its reset
+                condition): one stream cannot run inside itself, and the inner call would end the outer call's
+                callback; nothing changes.
         """
         if isinstance(total_steps, bool) or not float(total_steps).is_integer() or total_steps < 0:
             raise ValueError(f"total_steps must be a non-negative integer, got {total_steps!r}")
+        if self._loop is not None and self._loop.agent is not None:
+            raise RuntimeError(f"learn({total_steps!r}) called while this agent's learn is running (at step "
+                               f"{self._loop.steps}, from its callback or reset condition): return from it and "
+                               "call learn again")
         if self._loop is None:
             self._loop = OnlineLoop(self.env, None, reset_condition, seed=self.seed)
         elif reset_condition is not None:
