@@ -1089,7 +1089,7 @@ def report(folder: Path, allow_mixed_code: bool = False) -> None:
                       "and probe sets differ between runs), drift on the active one is learning. Table: means after the warm-up; figure: the whole run (grey: "
                       "warm-up).", ""] + f_lines
             if forgetting_figure(curves, folder / "forgetting.png"):
-                lines += ["![forgetting](forgetting.png)", ""]
+                lines += ["![policy drift (a diagnostic, not forgetting)](forgetting.png)", ""]
         lines += straggler_section(folder / STRAGGLER)
         lines += straggler_scores_section(folder / STRAGGLER)
         lines += provenance

@@ -482,8 +482,12 @@ def report(folder: Path, *, include: list[Path] = (), allow_mixed_code: bool = F
     if forgetting:
         lines += forgetting_lines(folders, folder, regimes, episodes, episode_steps)
     else:
-        lines += ["## Forgetting: lost return on reference contexts", "",
-                  "Not evaluated in this report (`--no-forgetting`).", ""]
+        why = ("Not evaluated in this report (`--no-forgetting`)." if len(windy) else
+               "Not evaluated: every run here is a straggler run, whose environment is driven by a request "
+               "workload rather than a context trace, so there are no reference context regimes to hold fixed "
+               "(`lcpo forgetting` refuses such a run: `lcpo.experiments.forgetting.NoContextTrace`). Forgetting "
+               "as lost return is measured on the windy environments only.")
+        lines += ["## Forgetting: lost return on reference contexts", "", why, ""]
     for f in folders:
         if (f / "runs").is_dir() and (runs[runs["run_dir"].map(lambda r: Path(r).parent.parent == f)]["env"]
                                       == STRAGGLER_ENV).any():

@@ -376,3 +376,28 @@ def test_pending_cells_say_what_their_runs_are_doing_and_two_agents_get_no_iqm(s
     assert "No IQM or performance profiles: 2 agent(s) set the 0-1 scale" in text
     assert "| agent | cells | runs | IQM" not in text and not (folder / "performance_profile.png").exists()
     assert "IQM: the mean" not in text and "P(LCPO > X): per cell" in text
+
+
+def test_a_straggler_only_report_says_why_forgetting_is_not_measured(study, tmp_path):
+    """A folder of straggler runs has no context trace to hold fixed: the report says so, rather than pointing at
+    a `--no-forgetting` flag that would change nothing; a windy folder keeps the flag's sentence."""
+    folder = tmp_path / "straggler"
+    folder.mkdir()
+    specs = []
+    for agent in ("lcpo", "a2c"):
+        for seed in range(2):
+            cfg = {"env": "lcpo/StragglerMitigation-v0", "trace": "azure-llm", "trace_length": 400_000,
+                   "agent": agent, "steps": 400_000, "seed": seed, "overrides": {}, "env_kwargs": {},
+                   "warmup_steps": 0, "reset": "end", "checkpoint_every": 100_000, "tensorboard": False}
+            rid = f"StragglerMitigation-v0_azure-llm_{agent}_s{seed}"
+            specs.append({"run_id": rid, "config": cfg})
+            (folder / "runs" / rid).mkdir(parents=True)
+            (folder / "runs" / rid / "summary.json").write_text(json.dumps({
+                "config": cfg, "lifelong_return": -60.0 - seed - (agent == "a2c"), "episodes": 2000,
+                "steps": 400_000, "wall_time_s": 100.0, "steps_per_s": 4000.0,
+                "code": {"commit": COMMIT, "dirty": False}, "population": {"size": 2}}))
+    (folder / "sweep.json").write_text(json.dumps({"name": "s", "executor": "lcpo.online.run", "specs": specs}))
+    text = study.report(folder, forgetting=False).read_text()
+    section = text.split("## Forgetting: lost return on reference contexts")[1].split("\n## ")[0]
+    assert "no reference context regimes" in section and "NoContextTrace" in section
+    assert "`--no-forgetting`" not in section
