@@ -640,7 +640,7 @@ def _heatmap_figure(study: dict, cell: str, path: Path) -> None:
                           lw=0)
     f_ax.set_ylabel("F(t), mean over\nregimes")
     f_ax.axhline(0, color="k", lw=0.5)
-    f_ax.legend(fontsize=7, loc="upper left")
+    f_ax.legend(fontsize=7, loc="upper left", ncol=min(5, len(schemes)))  # up to 10 schemes in two rows, all shown
     f_ax.set_title(f"forgetting F(t) = mean_k max_(t'<=t) R[t', k] - R[t, k]; band: {percent(conf)}% t "
                    "interval over seeds", fontsize=8)
     fig.colorbar(mesh, ax=list(axes) + [f_ax], label="return R[t, k]", fraction=0.03, pad=0.01)  # x aligned

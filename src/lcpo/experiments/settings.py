@@ -324,6 +324,11 @@ _PRESCIENT = AgentSettings("Prescient agents (offline on the whole trace, then e
         reason="follows from the smaller offline budget; the online agents' cadence"),
     Row("learning-rate schedule", None, "A2C, DDQN, SAC: halved every 1,000 updates after 5,000", ours="constant",
         reason="not a field of ours (agent code)"),
+    Row("replay size (prescient DDQN / SAC)", None, "all samples (as the online agents)",
+        ours="1,000,000: the last 1M of the 1.6M offline samples",
+        reason="the run-length rule (lcpo.agents.run_length) sizes a replay from the online run's length and does "
+               "not reach the offline phase, so the prescient DDQN and SAC keep the agents' default; the "
+               "committed prescient runs ran so (kept: a change would put them out of date)"),
     Row("other settings", None, "as the online agents", ours="as the online agents (tables above)",
         expect="as the online agents (tables above)"),
 ))
