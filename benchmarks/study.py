@@ -169,8 +169,9 @@ def cell_tables(runs: pd.DataFrame, comp: pd.DataFrame) -> list[str]:
         lines += [f"### {_short(env)}, trace `{trace}` ({steps:,} steps, "
                   f"{int(cell['warmup_steps'].max()):,}-step warm-up excluded)", ""]
         lines.append(f"Paper values: {PAPER_SOURCES[key]}." if key in PAPER_SOURCES else
-                     "Paper values: not quoted (the paper's row for this cell is not transcribed in this "
-                     "repository).")
+                     "Paper values: not quoted. This project has the paper's values for windy Pendulum traces 1 "
+                     "and 3 only (benchmarks/paper_budget.py PAPER); the specs it was built from restate no other "
+                     "results, and no stored source held the paper's row for this cell, so none is guessed.")
         lines += ["", "| agent | seeds finished | lifelong return, mean [95% t CI] | paper | rank (ours) | "
                       "rank (paper) | LCPO vs this: Welch p / Holm p |", "|---|---|---|---|---|---|---|"]
         means = done.groupby("scheme")["lifelong_return"].mean().sort_values(ascending=False)
