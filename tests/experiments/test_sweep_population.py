@@ -56,7 +56,7 @@ def test_a_sweep_trains_seeds_as_one_population_with_the_folders_of_the_runs_alo
         assert _outputs(a) == _outputs(b)
         sa, sb = (json.loads((d / "summary.json").read_text()) for d in (a, b))
         assert sa["lifelong_return"] == sb["lifelong_return"]
-        assert sa["population"]["size"] == 3 and "population" not in sb
+        assert sa["population"]["size"] == 3 and sb["population"] == {"size": 1, "seeds": [spec.config["seed"]]}
 
 
 def test_a_stopped_population_task_checkpoints_and_resumes_to_the_same_runs(tmp_path):

@@ -393,7 +393,7 @@ def test_cli_seed_range_writes_the_folders_of_the_solo_runs(tmp_path, capsys):
         assert _outputs(a) == _outputs(b)
         sa, sb = (json.loads((f / "summary.json").read_text()) for f in (a, b))
         assert _untimed(sa) == _untimed(sb) and sa["population"]["seeds"] == [0, 1, 2, 5]
-        assert "population" not in sb
+        assert sb["population"] == {"size": 1, "seeds": [s]}  # trained alone, and says so
 
 
 #: a two-seed A2C population with a checkpoint every 400 steps (the CLI resume tests below)

@@ -301,7 +301,9 @@ def _execute_groups(planned, resume, progress, batch, device, vector, say, stop)
                   f"{_scored(summary, cfg.warmup_steps)}, {summary['steps_per_s']:.0f} steps/s -> {out}",
                   file=sys.stderr)
         # the populations that ran now (a seed that went on alone records the one it left, with "alone_from")
-        pops = [s["population"] for s in summaries if s.get("population") and "alone_from" not in s["population"]]
+        # (a run trained alone records {"size": 1, ...}: no population figures to print)
+        pops = [s["population"] for s in summaries if s.get("population") and "alone_from" not in s["population"]
+                and s["population"].get("size", 1) > 1]
         if all(plan.action == "done" for _, _, plan in group):
             pops = []  # nothing ran: the recorded populations' figures are in each run's summary.json
         if pops and len(group) > 1:

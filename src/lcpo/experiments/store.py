@@ -30,7 +30,7 @@ offline_train_s,       (a prescient agent's offline training, seconds of wall_ti
 constrained_fraction,
 ood_fraction
 population_size        the number of seeds of the population the run trained in (summary.json
-                       ``population.size``; 1 for a run trained alone or one that recorded none): its
+                       ``population.size``; a run trained alone records 1, and one that recorded none counts 1): its
                        ``wall_time_s`` is the whole population's, shared by its seeds
 code_commit,           the git commit and dirty flag the run recorded (summary.json ``code``,
 code_dirty             :mod:`lcpo.persistence.provenance`); None for runs that recorded none

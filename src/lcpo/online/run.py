@@ -492,8 +492,8 @@ def run_summary(config: RunConfig, episodes: list, log: RunLog, *, steps: int, w
         config: the run's configuration. episodes: its episode rows. log: its run log (update diagnostics).
         steps: environment steps done. wall: wall time in seconds (all sessions). wall_share: the run's share
             of the processes' wall time, float seconds (``wall_share_s``: each session's wall time divided by the
-            number of seeds it ran with; ``wall`` when None). resumed_from: steps it resumed at. env_metrics, trace, code, hyperparameters: as recorded. extra: further keys (a
-            population's ``population``).
+            number of seeds it ran with; ``wall`` when None). resumed_from: steps it resumed at. env_metrics, trace, code, hyperparameters: as recorded. extra: further keys
+            (``population``: the population's record, or ``{"size": 1, "seeds": [seed]}`` for a run alone).
         offline_train_s: seconds of ``wall`` spent in a prescient agent's offline training (0 for the others; a
             population's whole training time, its members one after the other, as ``wall`` is the population's):
             recorded as ``offline_train_s``; ``steps_per_s`` counts the online phase only (``wall`` less these).
@@ -808,6 +808,7 @@ def _execute_locked(config: RunConfig, out: Path, resume: bool, progress: bool, 
                           wall_share=share_before + wall - wall_before, resumed_from=resumed_from,
                           env_metrics=_env_metrics(env), trace=_trace_info(env), code=code,
                           hyperparameters=dataclasses.asdict(agent.hp), offline_train_s=offline_s,
-                          **({"population": population} if population is not None else {}))
+                          # provenance (issue 27 item 5): a run that trained alone says so, {"size": 1, "seeds": [s]}
+                          population=population if population is not None else {"size": 1, "seeds": [config.seed]})
     atomic_write_json(summary_path, summary)
     return json.loads(summary_path.read_text())  # the JSON form: the same object a resumed call returns
